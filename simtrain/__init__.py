@@ -1,0 +1,1 @@
+"""simtrain: discrete-event simulator of LLM training clusters."""

@@ -1,0 +1,18 @@
+"""The ``simtrain`` command line: thin wrappers that parse, call the public API and print.
+
+Each subcommand lives in its own module and registers itself on the shared ``app``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from simtrain.cli import commands_core  # noqa: F401  (registers run, validate, trace, list)
+from simtrain.cli.app import app, run_app
+
+__all__ = ["app", "main"]
+
+
+def main() -> None:
+    """Entry point of the ``simtrain`` console script."""
+    sys.exit(run_app(sys.argv[1:]))

@@ -1,0 +1,58 @@
+"""The typer application shared by all ``simtrain`` subcommands, and its error boundary."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+
+from simtrain.errors import SimtrainError
+from simtrain.specs.loader import format_validation_error
+
+app = typer.Typer(
+    name="simtrain",
+    help="Discrete-event simulator of LLM training clusters: step time, MFU, pipeline bubble, "
+    "exposed communication, memory, goodput and cost.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+console = Console()
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    """Print ``error: message`` on stderr on one line and return the Exit to raise."""
+    err_console.print(f"error: {message}", markup=False)
+    return typer.Exit(code)
+
+
+def run_app(argv: list[str] | None = None) -> int:
+    """Run the CLI, turning every expected error into one line on stderr and a non-zero exit."""
+    try:
+        app(args=argv, prog_name="simtrain", standalone_mode=False)
+    except typer.Exit as exc:
+        return exc.exit_code
+    except SimtrainError as exc:
+        err_console.print(f"error: {exc}", markup=False)
+        return 2
+    except ValidationError as exc:
+        err_console.print(f"error: {format_validation_error(exc)}", markup=False)
+        return 2
+    except (typer.Abort, KeyboardInterrupt):
+        err_console.print("error: interrupted", markup=False)
+        return 130
+    except OSError as exc:
+        err_console.print(f"error: {exc.strerror or exc}: {exc.filename or ''}", markup=False)
+        return 2
+    except Exception as exc:  # click usage errors carry their own exit code
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show(file=sys.stderr)
+            return exc.exit_code
+        raise
+    return 0

@@ -1,0 +1,1 @@
+"""simtrain.collectives layer (see DESIGN.md)."""

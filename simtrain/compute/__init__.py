@@ -1,0 +1,1 @@
+"""simtrain.compute layer (see DESIGN.md)."""

@@ -1,0 +1,1 @@
+"""simtrain.engine layer (see DESIGN.md)."""

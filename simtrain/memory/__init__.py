@@ -1,0 +1,1 @@
+"""simtrain.memory layer (see DESIGN.md)."""

@@ -1,0 +1,1 @@
+"""simtrain.metrics layer (see DESIGN.md)."""

@@ -1,0 +1,1 @@
+"""simtrain.parallel layer (see DESIGN.md)."""

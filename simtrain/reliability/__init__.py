@@ -1,0 +1,1 @@
+"""simtrain.reliability layer (see DESIGN.md)."""

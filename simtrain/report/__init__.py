@@ -1,0 +1,1 @@
+"""simtrain.report layer (see DESIGN.md)."""

@@ -1,0 +1,49 @@
+"""ClusterSpec and TopologySpec: the machines a job runs on and how they are wired."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from simtrain.specs.base import Spec
+
+TopologyKind = Literal["fat_tree", "rail_optimized", "rail_only", "torus_3d", "single_node"]
+
+
+class TopologySpec(Spec):
+    """Scale-out network shape between nodes."""
+
+    kind: TopologyKind = "fat_tree"
+    """Network family: fat_tree (Clos), rail_optimized, rail_only, torus_3d or single_node."""
+    oversubscription: float = Field(default=1.0, ge=1.0)
+    """Ratio of downlink to uplink bandwidth above the leaf switches (1 = full bisection)."""
+
+
+class ClusterSpec(Spec):
+    """A homogeneous cluster of accelerators in nodes, with a scale-up and a scale-out fabric."""
+
+    accelerator: str
+    """Accelerator name from the catalog, e.g. ``A100-80GB`` (``simtrain list accelerators``)."""
+    num_gpus: int = Field(gt=0)
+    """Accelerators used by the job."""
+    gpus_per_node: int = Field(default=8, gt=0)
+    """Accelerators per node, joined by the scale-up fabric."""
+    scale_up_link: str | None = None
+    """Scale-up link name (``simtrain list links``); omit for the accelerator's native fabric."""
+    scale_out_link: str | None = None
+    """Scale-out (NIC) link name; omit for the accelerator's usual NIC."""
+    nics_per_node: int | None = Field(default=None, gt=0)
+    """Scale-out NICs per node; omit for one per accelerator."""
+    topology: TopologySpec = TopologySpec()
+    """Shape of the scale-out network."""
+
+    @property
+    def num_nodes(self) -> int:
+        """Nodes used by the job (a partial node counts as one)."""
+        return -(-self.num_gpus // self.gpus_per_node)
+
+    @property
+    def nics(self) -> int:
+        """Scale-out NICs per node after applying the default."""
+        return self.nics_per_node or self.gpus_per_node

@@ -1,0 +1,127 @@
+"""ExperimentSpec: one runnable experiment, with every cross-field rule in one place."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from simtrain.specs.base import Spec, divisors, must_divide
+from simtrain.specs.cluster import ClusterSpec
+from simtrain.specs.model import ModelSpec
+from simtrain.specs.parallel import ParallelSpec
+from simtrain.specs.training import ExpectedSpec, SimulationSpec, TrainingSpec
+
+
+class ExperimentSpec(Spec):
+    """A model trained with a parallel configuration on a cluster, plus modelling choices."""
+
+    name: str = "experiment"
+    """Short name shown in reports and validation tables."""
+    description: str = ""
+    """Free text: what the experiment shows and where its numbers come from."""
+    seed: int = Field(default=0, ge=0)
+    """Seed of every random choice in the simulation (same seed, same result)."""
+    model: ModelSpec
+    """The transformer being trained."""
+    parallel: ParallelSpec
+    """Parallel degrees and batch shape."""
+    cluster: ClusterSpec
+    """Accelerators and network."""
+    training: TrainingSpec = TrainingSpec()
+    """Numerics and run length."""
+    simulation: SimulationSpec = SimulationSpec()
+    """Modelling choices."""
+    expected: ExpectedSpec | None = None
+    """Published figure to validate against (``simtrain validate``)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _derive_dp(cls, data: Any) -> Any:
+        """Fill ``parallel.dp`` from the cluster size when the user leaves it out."""
+        if not isinstance(data, dict):
+            return data
+        par, clu = data.get("parallel"), data.get("cluster")
+        if not (isinstance(par, dict) and isinstance(clu, dict)) or par.get("dp") is not None:
+            return data
+        try:
+            num_gpus = int(clu["num_gpus"])
+            mp = int(par.get("tp", 1)) * int(par.get("pp", 1)) * int(par.get("cp", 1))
+        except (KeyError, TypeError, ValueError):
+            return data  # field validation reports the real problem
+        if mp > 0 and num_gpus > 0 and num_gpus % mp == 0:
+            return {**data, "parallel": {**par, "dp": num_gpus // mp}}
+        return data
+
+    @model_validator(mode="after")
+    def _check_cross_fields(self) -> ExperimentSpec:
+        """Cross-field rules; every message names the fields, their values and what is valid."""
+        m, p, c = self.model, self.parallel, self.cluster
+        problems: list[str] = []
+
+        def check(msg: str | None) -> None:
+            if msg:
+                problems.append(msg)
+
+        check(must_divide("parallel.tp", p.tp, "model.num_heads", m.num_heads))
+        if p.tp <= m.kv_heads:
+            check(must_divide("parallel.tp", p.tp, "model.num_kv_heads", m.kv_heads))
+        elif p.tp % m.kv_heads:
+            problems.append(
+                f"parallel.tp={p.tp} must be a multiple of model.num_kv_heads={m.kv_heads} "
+                "when it exceeds it (kv heads are replicated)"
+            )
+        world = p.tp * p.pp * p.cp
+        if p.dp is None:
+            valid = ", ".join(str(d) for d in divisors(c.num_gpus))
+            problems.append(
+                f"parallel.tp*pp*cp={world} must divide cluster.num_gpus={c.num_gpus} "
+                f"(products that do: {valid})"
+            )
+        elif world * p.dp != c.num_gpus:
+            problems.append(
+                f"parallel.dp*tp*pp*cp={p.dp}*{p.tp}*{p.pp}*{p.cp}={p.dp * world} must equal "
+                f"cluster.num_gpus={c.num_gpus}"
+            )
+        if p.dp is not None and p.global_batch_size % (p.micro_batch_size * p.dp):
+            problems.append(
+                f"parallel.global_batch_size={p.global_batch_size} must be a multiple of "
+                f"parallel.micro_batch_size*dp={p.micro_batch_size}*{p.dp}="
+                f"{p.micro_batch_size * p.dp}"
+            )
+        if p.pp > m.num_layers:
+            problems.append(f"parallel.pp={p.pp} must be at most model.num_layers={m.num_layers}")
+        if p.vpp > 1:
+            check(must_divide("parallel.pp*vpp", p.pp * p.vpp, "model.num_layers", m.num_layers))
+            if p.pipeline_schedule != "interleaved":
+                problems.append(
+                    f"parallel.vpp={p.vpp} needs parallel.pipeline_schedule=interleaved "
+                    f"(got {p.pipeline_schedule})"
+                )
+            elif p.dp is not None and not problems and p.num_microbatches % p.pp:
+                problems.append(
+                    f"parallel.num_microbatches={p.num_microbatches} must be a multiple of "
+                    f"parallel.pp={p.pp} for the interleaved schedule"
+                )
+        if p.cp > 1:
+            check(must_divide("parallel.cp*2", 2 * p.cp, "model.seq_length", m.seq_length))
+        if p.ep > 1:
+            if not m.is_moe:
+                problems.append(f"parallel.ep={p.ep} needs an MoE model (model.num_experts > 0)")
+            else:
+                check(must_divide("parallel.ep", p.ep, "model.num_experts", m.num_experts))
+                if p.dp is not None:
+                    check(must_divide("parallel.ep", p.ep, "parallel.dp*cp", p.dp * p.cp))
+        if c.num_gpus > c.gpus_per_node and c.num_gpus % c.gpus_per_node:
+            problems.append(
+                f"cluster.num_gpus={c.num_gpus} must be a multiple of "
+                f"cluster.gpus_per_node={c.gpus_per_node} when it spans nodes"
+            )
+        if problems:
+            raise ValueError("; ".join(problems))
+        if p.sp and p.tp == 1:
+            warnings.warn(
+                "parallel.sp=true has no effect with parallel.tp=1", UserWarning, stacklevel=2
+            )
+        return self

@@ -1,0 +1,57 @@
+"""AcceleratorSpec and LinkSpec: hardware descriptions held in the catalog."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from simtrain.specs.base import Spec
+
+
+class AcceleratorSpec(Spec):
+    """One accelerator device (one GPU, one MI250X GCD, one TPU chip) and its headline figures."""
+
+    name: str
+    """Catalog name, e.g. ``H100-SXM``."""
+    vendor: Literal["nvidia", "amd", "google"]
+    """Maker, which selects the family of collective libraries and kernels."""
+    peak_flops: dict[str, float]
+    """Dense peak FLOP/s per dtype (bf16, fp16, fp8, tf32); sparse figures are never used."""
+    hbm_capacity_bytes: float = Field(gt=0)
+    """Device memory capacity."""
+    hbm_bandwidth_bytes_per_s: float = Field(gt=0)
+    """Peak device memory bandwidth."""
+    tdp_watts: float | None = Field(default=None, gt=0)
+    """Board power limit; None where no source gives it."""
+    num_compute_units: int = Field(gt=0)
+    """Streaming multiprocessors (NVIDIA), compute units (AMD) or matrix units (TPU): the
+    unit over which GEMM tiles are distributed in waves."""
+    scale_up_link: str
+    """Native scale-up fabric (a link name in the catalog)."""
+    scale_out_link: str
+    """Usual scale-out NIC paired with this accelerator (a link name in the catalog)."""
+    source: str
+    """Where the figures come from."""
+
+
+class LinkSpec(Spec):
+    """A kind of link: a scale-up fabric port group of one device, or one scale-out NIC."""
+
+    name: str
+    """Catalog name, e.g. ``nvlink4`` or ``ib-ndr``."""
+    kind: Literal["scale_up", "scale_out"]
+    """scale_up (inside a node or a TPU slice) or scale_out (between nodes)."""
+    bandwidth_bytes_per_s: float = Field(gt=0)
+    """Line rate per direction: per device for scale-up fabrics, per NIC for scale-out."""
+    latency_s: float = Field(ge=0)
+    """Per-hop latency of one transfer step (NCCL's hardware latency for the link type)."""
+    efficiency: float = Field(gt=0, le=1)
+    """Achievable fraction of the line rate for large collective transfers (measured)."""
+    source: str
+    """Where the figures come from."""
+
+    @property
+    def effective_bandwidth_bytes_per_s(self) -> float:
+        """Bandwidth a large transfer actually achieves: line rate times efficiency."""
+        return self.bandwidth_bytes_per_s * self.efficiency

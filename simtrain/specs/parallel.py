@@ -1,0 +1,82 @@
+"""ParallelSpec: how one training step is split over devices."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Literal
+
+from pydantic import Field
+
+from simtrain.specs.base import Spec
+
+
+class MeshAxis(str, Enum):
+    """Names of the device-mesh axes, as Megatron-LM and torchtitan use them."""
+
+    DP = "dp"
+    FSDP = "fsdp"
+    TP = "tp"
+    SP = "sp"
+    PP = "pp"
+    VPP = "vpp"
+    CP = "cp"
+    EP = "ep"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+PipelineScheduleName = Literal["gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "dualpipe"]
+RecomputeMode = Literal["none", "selective", "full"]
+
+
+class ParallelSpec(Spec):
+    """Parallel degrees and batch shape.
+
+    World size = dp * tp * pp * cp; expert parallelism (ep) folds into dp * cp for MoE layers.
+    """
+
+    dp: int | None = Field(default=None, gt=0)
+    """Data-parallel degree; omit to derive it from cluster.num_gpus / (tp * pp * cp)."""
+    tp: int = Field(default=1, gt=0)
+    """Tensor-parallel degree (Megatron 1-D: column- then row-parallel linear layers)."""
+    sp: bool = False
+    """Sequence parallelism within the tensor-parallel group (norms and dropout sharded over
+    the sequence; all-reduce becomes reduce-scatter + all-gather)."""
+    pp: int = Field(default=1, gt=0)
+    """Pipeline-parallel degree (number of stages)."""
+    vpp: int = Field(default=1, gt=0)
+    """Virtual stages (model chunks) per pipeline rank, for the interleaved schedule."""
+    cp: int = Field(default=1, gt=0)
+    """Context-parallel degree (sequence split across ranks for attention)."""
+    ep: int = Field(default=1, gt=0)
+    """Expert-parallel degree for MoE layers."""
+    zero_stage: Literal[0, 1, 2, 3] = 0
+    """ZeRO stage of the data-parallel group: 0 replicated (DDP), 1 optimizer states sharded,
+    2 plus gradients, 3 plus parameters (= FSDP full shard)."""
+    micro_batch_size: int = Field(default=1, gt=0)
+    """Sequences per microbatch on one data-parallel rank."""
+    global_batch_size: int = Field(gt=0)
+    """Sequences per optimizer step across all data-parallel ranks."""
+    pipeline_schedule: PipelineScheduleName = "1f1b"
+    """Pipeline schedule (used when pp > 1)."""
+    recompute: RecomputeMode = "none"
+    """Activation recomputation: none, selective (attention core) or full (whole layer)."""
+    overlap_grad_reduce: bool = True
+    """Overlap the data-parallel gradient reduction with the backward pass (bucketed)."""
+    grad_bucket_size_bytes: int = Field(default=160_000_000, gt=0)
+    """Gradient bucket size for the overlapped data-parallel reduction. Default: Megatron's
+    DDP bucket of 40M elements in fp32 = 160 MB."""
+    rank_order: str = "tp-cp-ep-dp-pp"
+    """Order of mesh axes from innermost (adjacent ranks) to outermost."""
+
+    @property
+    def num_microbatches(self) -> int:
+        """Microbatches per data-parallel rank per step (gradient accumulation steps)."""
+        assert self.dp is not None, "dp is resolved by ExperimentSpec"
+        return self.global_batch_size // (self.micro_batch_size * self.dp)
+
+    @property
+    def model_parallel_size(self) -> int:
+        """Devices that together hold one model replica: tp * pp * cp."""
+        return self.tp * self.pp * self.cp

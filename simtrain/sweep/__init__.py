@@ -1,0 +1,1 @@
+"""simtrain.sweep layer (see DESIGN.md)."""

@@ -1,0 +1,1 @@
+"""simtrain.topology layer (see DESIGN.md)."""

@@ -1,0 +1,1 @@
+"""simtrain.workload layer (see DESIGN.md)."""
