@@ -1,0 +1,1 @@
+"""Core subcommands: run, validate, trace, list."""

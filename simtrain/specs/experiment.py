@@ -11,6 +11,7 @@ from simtrain.specs.base import Spec, divisors, must_divide
 from simtrain.specs.cluster import ClusterSpec
 from simtrain.specs.model import ModelSpec
 from simtrain.specs.parallel import ParallelSpec
+from simtrain.specs.reliability import ReliabilitySpec
 from simtrain.specs.training import ExpectedSpec, SimulationSpec, TrainingSpec
 
 
@@ -35,6 +36,8 @@ class ExperimentSpec(Spec):
     """Modelling choices."""
     expected: ExpectedSpec | None = None
     """Published figure to validate against (``simtrain validate``)."""
+    reliability: ReliabilitySpec | None = None
+    """Failures and recovery over the whole run; omit to report one step only."""
 
     @model_validator(mode="before")
     @classmethod

@@ -10,8 +10,10 @@ from simtrain.specs.base import Spec, must_divide
 
 
 class ModelSpec(Spec):
-    """A decoder-only transformer: GPT (learned positions, GELU, biases, LayerNorm), Llama
-    (RoPE, SwiGLU, RMSNorm, GQA) or a mixture-of-experts variant of either.
+    """A decoder-only transformer, dense or mixture-of-experts.
+
+    Covers GPT (learned positions, GELU, biases, LayerNorm), Llama (RoPE, SwiGLU, RMSNorm,
+    GQA) and MoE variants of either.
     """
 
     name: str = "model"

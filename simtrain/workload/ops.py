@@ -1,0 +1,72 @@
+"""Operators: the unit of work in a rank's program (one kernel, or one collective).
+
+An :class:`Op` carries what the compute and network models need to time it (FLOPs, bytes of
+memory traffic, GEMM shape, collective kind/group/size) and what the metrics need to account
+for it (phase, layer, whether its FLOPs count as model FLOPs). It is plain frozen data so ops
+of identical shape hash equal and are timed once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+OpKind = Literal[
+    "gemm",  # dense matrix multiply (M x K) @ (K x N), possibly batched
+    "attention",  # fused (flash) attention core: QK^T, softmax, AV
+    "elementwise",  # activation, dropout, residual add, bias, rotary, router softmax
+    "norm",  # layer norm / RMS norm
+    "embedding",  # token (and position) embedding lookup
+    "loss",  # softmax cross-entropy over the vocabulary
+    "optimizer",  # optimizer update of the local parameter shard
+    "collective",  # all-reduce / all-gather / reduce-scatter / all-to-all / ...
+    "p2p",  # pipeline send/recv
+]
+Phase = Literal["fwd", "bwd_input", "bwd_weight", "recompute", "optimizer"]
+MATMUL_KINDS: frozenset[str] = frozenset({"gemm", "attention"})
+COMM_KINDS: frozenset[str] = frozenset({"collective", "p2p"})
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    """One operator of a rank's program.
+
+    Attributes:
+        name: what it is, e.g. ``qkv``, ``mlp_fc1``, ``tp_all_reduce``.
+        kind: operator family (selects the timing model).
+        phase: forward, input-gradient, weight-gradient, recompute or optimizer.
+        flops: floating-point operations executed by this rank.
+        bytes_accessed: bytes read plus written in device memory.
+        m, n, k: GEMM shape (output M x N, reduction K), 0 when not a GEMM.
+        batch: independent GEMMs of that shape in one kernel (grouped/batched GEMM).
+        comm: collective kind for communication ops (see ``network.base.CollectiveKind``).
+        axis: mesh axis (or ``+``-joined axes) whose process group runs the collective.
+        comm_bytes: collective size in the nccl-tests convention.
+        causal: attention with a causal mask (the kernel skips masked blocks).
+        layer: 0-based transformer layer, -1 outside the layer stack.
+    """
+
+    name: str
+    kind: OpKind
+    phase: Phase = "fwd"
+    flops: float = 0.0
+    bytes_accessed: float = 0.0
+    m: int = 0
+    n: int = 0
+    k: int = 0
+    batch: int = 1
+    comm: str = ""
+    axis: str = ""
+    comm_bytes: float = 0.0
+    causal: bool = False
+    layer: int = -1
+
+    @property
+    def is_comm(self) -> bool:
+        """True for collectives and point-to-point transfers."""
+        return self.kind in COMM_KINDS
+
+    @property
+    def is_matmul(self) -> bool:
+        """True for GEMMs and attention: the ops whose FLOPs count as model FLOPs."""
+        return self.kind in MATMUL_KINDS
