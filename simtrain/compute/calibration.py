@@ -1,0 +1,62 @@
+"""Calibration constants of the compute model, one table per accelerator, each with its source.
+
+These are the only tunable numbers of the compute model. A100 values were fitted once on the
+measured A100 iterations of vTrain (``shared/reference/vtrain-measured-runs.csv``, the
+multi-node pp = 1 rows) by ``experiments/calibration/fit_a100.py``; accelerators without
+measured runs in the reference set inherit the A100 *fractions* (efficiency relative to their
+own peak and bandwidth), which the validation suites then test blind.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ComputeCalibration:
+    """Efficiency constants of one accelerator.
+
+    Attributes:
+        gemm_efficiency: fraction of dense peak a large, well-shaped GEMM reaches.
+        gemm_k_half: reduction length K at which a GEMM reaches half of gemm_efficiency from
+            its main-loop pipeline fill (efficiency scales as K / (K + gemm_k_half)).
+        tile_m, tile_n: output tile of the GEMM kernels, for wave quantisation over the SMs.
+        attention_fwd_efficiency: fraction of peak a fused (flash) attention forward reaches.
+        attention_bwd_efficiency: the same for the backward (which recomputes scores).
+        memory_efficiency: fraction of peak HBM bandwidth that memory-bound kernels reach.
+        kernel_overhead_s: fixed cost per kernel (launch, prologue, tail), added to each op.
+        source: where the numbers come from.
+    """
+
+    gemm_efficiency: float
+    gemm_k_half: float
+    tile_m: int
+    tile_n: int
+    attention_fwd_efficiency: float
+    attention_bwd_efficiency: float
+    memory_efficiency: float
+    kernel_overhead_s: float
+    source: str
+
+
+A100 = ComputeCalibration(
+    gemm_efficiency=0.80,
+    gemm_k_half=128.0,
+    tile_m=128,
+    tile_n=256,
+    attention_fwd_efficiency=0.55,
+    attention_bwd_efficiency=0.40,
+    memory_efficiency=0.80,
+    kernel_overhead_s=4e-6,
+    source="initial values; refit by experiments/calibration/fit_a100.py",
+)
+
+CALIBRATIONS: dict[str, ComputeCalibration] = {
+    "A100-40GB": A100,
+    "A100-80GB": A100,
+}
+
+
+def calibration_for(accelerator: str) -> ComputeCalibration:
+    """Calibration of ``accelerator``; accelerators without their own inherit A100 fractions."""
+    return CALIBRATIONS.get(accelerator, A100)
