@@ -1,0 +1,30 @@
+"""Durations of a program's tasks from a compute model and a network model."""
+
+from __future__ import annotations
+
+from simtrain.compute.roofline import ComputeModel
+from simtrain.network.base import NetworkModel
+from simtrain.parallel.program import Program
+
+
+def task_durations(program: Program, compute: ComputeModel, network: NetworkModel) -> list[float]:
+    """Seconds of each task: a fixed duration, the sum of its compute ops, or its transfer.
+
+    Compute ops of identical shape are timed once (the compute model caches by op), and so
+    are collectives of identical kind, group and size (the network model caches).
+    """
+    durations = []
+    for task in program.tasks:
+        if task.duration_s is not None:
+            durations.append(task.duration_s)
+            continue
+        total = 0.0
+        for op in task.ops:
+            if op.kind == "p2p":
+                total += network.p2p_time_s(task.group[0], task.group[1], op.comm_bytes)
+            elif op.kind == "collective":
+                total += network.collective_time_s(op.comm, task.group, op.comm_bytes)  # type: ignore[arg-type]
+            else:
+                total += compute.op_time_s(op)
+        durations.append(total)
+    return durations
