@@ -20,6 +20,9 @@ class TrainingSpec(Spec):
     """Optimizer: adam (mixed precision, 16 bytes of model state per parameter) or sgd."""
     grad_reduce_dtype: Literal["fp32", "bf16"] = "fp32"
     """Dtype of the data-parallel gradient reduction (Megatron reduces fp32 main grads)."""
+    attention_kernel: Literal["flash", "unfused"] = "flash"
+    """Attention implementation: flash (fused, causal blocks skipped) or unfused (batched
+    GEMMs plus softmax and dropout kernels, as Megatron-LM ran in 2021)."""
     total_tokens: float = Field(default=0.0, ge=0)
     """Tokens of the whole run, for run-level time and cost (0 = report one step only)."""
 

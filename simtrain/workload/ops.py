@@ -43,7 +43,8 @@ class Op:
         axis: mesh axis (or ``+``-joined axes) whose process group runs the collective.
         comm_bytes: collective size in the nccl-tests convention.
         causal: attention with a causal mask (the kernel skips masked blocks).
-        layer: 0-based transformer layer, -1 outside the layer stack.
+        layer: 0-based transformer layer; -1 for the embedding and the optimizer,
+            ``num_layers`` for the final norm, LM head and loss.
     """
 
     name: str

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simtrain.specs.model import ModelSpec
+from simtrain.workload.attention import attention_core
 from simtrain.workload.ops import Op
 
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
@@ -38,6 +39,7 @@ class Shard:
         cp: context-parallel degree (the rank holds seq_length / cp tokens of each sequence).
         ep: expert-parallel degree.
         dtype: GEMM input dtype (sets weight bytes read by GEMMs).
+        attention: attention kernel, ``flash`` or ``unfused`` (see ``workload.attention``).
     """
 
     micro_batch_size: int
@@ -46,6 +48,7 @@ class Shard:
     cp: int = 1
     ep: int = 1
     dtype: str = "bf16"
+    attention: str = "flash"
 
 
 def gemm(
@@ -173,23 +176,11 @@ def layer_ops(model: ModelSpec, shard: Shard, layer: int) -> LayerOps:
                 "rope", "elementwise", "fwd", 2 * tokens * (heads + kv) * d * ACT_BYTES, layer
             )
         )
-    attn_flops = 4.0 * b * s * (s * shard.cp) * heads * d / shard.cp  # QK^T and AV, local rows
     qkv_bytes = tokens * (heads + 2 * kv) * d * ACT_BYTES
-    core.append(
-        Op(
-            name="attention",
-            kind="attention",
-            phase="fwd",
-            flops=attn_flops,
-            bytes_accessed=float(qkv_bytes + tokens * heads * d * ACT_BYTES),
-            causal=True,
-            layer=layer,
-            m=s,
-            n=s,
-            k=d,
-            batch=b * heads,
-        )
+    core_fwd, core_bwd = attention_core(
+        shard.attention, b * heads, s, s * shard.cp, d, qkv_bytes, layer
     )
+    core.extend(core_fwd)
     fwd.extend(core)
     out_f, out_d, out_w = linear("attn_out", tokens, heads * d, h, wb, layer)
     fwd.append(out_f)
@@ -223,21 +214,7 @@ def layer_ops(model: ModelSpec, shard: Shard, layer: int) -> LayerOps:
     if exit_b:
         bwd.append(exit_b)
     bwd.extend([out_d, out_w])
-    bwd.append(
-        Op(
-            name="attention_bwd",
-            kind="attention",
-            phase="bwd_input",
-            flops=2 * attn_flops,
-            bytes_accessed=float(2 * core[-1].bytes_accessed),
-            causal=True,
-            layer=layer,
-            m=s,
-            n=s,
-            k=d,
-            batch=b * heads,
-        )
-    )
+    bwd.extend(core_bwd)
     if model.position_embedding == "rope":
         bwd.append(memory_op("rope_bwd", "elementwise", "bwd_input", core[0].bytes_accessed, layer))
     bwd.append(qkv_d)
@@ -374,25 +351,26 @@ def head_ops(model: ModelSpec, shard: Shard) -> tuple[Op, ...]:
     sp_tokens = tokens // t if shard.sp else tokens
     h, vocab = model.hidden_size, model.vocab_size // t
     wb = DTYPE_BYTES[shard.dtype]
+    layer = model.num_layers  # the head comes after the last transformer layer
     act = tokens * h * ACT_BYTES
-    ops: list[Op] = [memory_op("final_norm", "norm", "fwd", 2 * sp_tokens * h * ACT_BYTES, -1)]
+    ops: list[Op] = [memory_op("final_norm", "norm", "fwd", 2 * sp_tokens * h * ACT_BYTES, layer)]
     if t > 1 and shard.sp:
-        ops.append(tp_comm("head_all_gather", "all_gather", "fwd", act, -1))
-    head_f, head_d, head_w = linear("lm_head", tokens, h, vocab, wb, -1)
+        ops.append(tp_comm("head_all_gather", "all_gather", "fwd", act, layer))
+    head_f, head_d, head_w = linear("lm_head", tokens, h, vocab, wb, layer)
     # fp32 logits: written by the GEMM epilogue, read twice and written once by the loss.
     loss_bytes = tokens * vocab * 4 * 3
     ops += [
         head_f,
-        memory_op("cross_entropy", "loss", "fwd", loss_bytes, -1),
-        memory_op("cross_entropy_bwd", "loss", "bwd_input", loss_bytes, -1),
+        memory_op("cross_entropy", "loss", "fwd", loss_bytes, layer),
+        memory_op("cross_entropy_bwd", "loss", "bwd_input", loss_bytes, layer),
         head_d,
     ]
     if t > 1:
         comm = "reduce_scatter" if shard.sp else "all_reduce"
-        ops.append(tp_comm(f"head_grad_{comm}", comm, "bwd_input", act, -1))
+        ops.append(tp_comm(f"head_grad_{comm}", comm, "bwd_input", act, layer))
     ops += [
         head_w,
-        memory_op("final_norm_bwd", "norm", "bwd_input", 4 * sp_tokens * h * ACT_BYTES, -1),
+        memory_op("final_norm_bwd", "norm", "bwd_input", 4 * sp_tokens * h * ACT_BYTES, layer),
     ]
     return tuple(ops)
 

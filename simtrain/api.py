@@ -1,0 +1,85 @@
+"""The public entry points: load an experiment, simulate it."""
+
+from __future__ import annotations
+
+import time
+from importlib.metadata import PackageNotFoundError, version
+
+from simtrain.catalog import get_accelerator, get_link
+from simtrain.compute.roofline import RooflineComputeModel
+from simtrain.engine import run_program
+from simtrain.errors import SpecError
+from simtrain.memory import estimate_memory
+from simtrain.metrics.flops import step_flops
+from simtrain.metrics.result import MemorySummary, SimulationResult
+from simtrain.metrics.timeline import rank_times
+from simtrain.network.alpha_beta import AlphaBetaNetwork
+from simtrain.network.base import NetworkModel
+from simtrain.parallel.builder import build_program
+from simtrain.specs.experiment import ExperimentSpec
+from simtrain.specs.loader import load_experiment
+from simtrain.workload.counts import count_parameters
+
+__all__ = ["load_experiment", "simtrain_version", "simulate"]
+
+
+def simtrain_version() -> str:
+    """The installed simtrain version."""
+    try:
+        return version("simtrain")
+    except PackageNotFoundError:  # running from a source tree without installing
+        return "0+unknown"
+
+
+def check_hardware(spec: ExperimentSpec) -> None:
+    """Cross-check the spec against the catalog (names, dtype support)."""
+    acc = get_accelerator(spec.cluster.accelerator)
+    get_link(spec.cluster.scale_up_link or acc.scale_up_link, "cluster.scale_up_link")
+    get_link(spec.cluster.scale_out_link or acc.scale_out_link, "cluster.scale_out_link")
+    if spec.training.dtype not in acc.peak_flops:
+        valid = ", ".join(k for k in acc.peak_flops if k != "tf32")
+        raise SpecError(
+            f"'training.dtype' must be supported by {acc.name} "
+            f"(got {spec.training.dtype!r}; valid: {valid})"
+        )
+
+
+def network_model_for(spec: ExperimentSpec) -> NetworkModel:
+    """The network model the experiment asks for."""
+    return AlphaBetaNetwork.from_cluster(spec.cluster)
+
+
+def simulate(spec: ExperimentSpec, full: bool | None = None) -> SimulationResult:
+    """Simulate one training step of ``spec``.
+
+    Args:
+        spec: a validated experiment (see :func:`load_experiment`).
+        full: simulate every rank instead of one per symmetry class; defaults to
+            ``spec.simulation.full``.
+
+    Raises:
+        SpecError: the spec names hardware the catalog lacks, or a dtype it cannot run.
+    """
+    began = time.perf_counter()
+    check_hardware(spec)
+    acc = get_accelerator(spec.cluster.accelerator)
+    program = build_program(spec, full)
+    compute = RooflineComputeModel(acc, spec.training.dtype)
+    engine = run_program(program, compute, network_model_for(spec))
+    memory = estimate_memory(spec, acc.hbm_capacity_bytes)
+    return SimulationResult(
+        spec=spec,
+        accelerator=acc,
+        step_time_s=engine.step_time_s,
+        flops=step_flops(spec),
+        ranks=rank_times(program, engine.start_s, engine.end_s, engine.step_time_s),
+        weights=program.weights,
+        memory=MemorySummary(memory.peak_bytes, memory.capacity_bytes, memory.breakdown_bytes),
+        num_params=count_parameters(spec.model).total,
+        program=program,
+        start_s=engine.start_s,
+        end_s=engine.end_s,
+        num_events=engine.num_events,
+        wall_time_s=time.perf_counter() - began,
+        version=simtrain_version(),
+    )

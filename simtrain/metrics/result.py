@@ -1,0 +1,155 @@
+"""SimulationResult: everything one simulated step produced, and its JSON report."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from simtrain.metrics.flops import StepFlops
+from simtrain.metrics.timeline import RankTime
+from simtrain.parallel.program import Program
+from simtrain.specs.experiment import ExperimentSpec
+from simtrain.specs.hardware import AcceleratorSpec
+
+
+@dataclass
+class MemorySummary:
+    """Peak device memory of the fullest rank, by category, against capacity."""
+
+    peak_bytes: float
+    capacity_bytes: float
+    breakdown_bytes: dict[str, float]
+
+    @property
+    def fits(self) -> bool:
+        """Whether the peak fits in device memory."""
+        return self.peak_bytes <= self.capacity_bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (report key ``memory``)."""
+        return {
+            "peak_bytes": self.peak_bytes,
+            "capacity_bytes": self.capacity_bytes,
+            "fits": self.fits,
+            "breakdown_bytes": dict(self.breakdown_bytes),
+        }
+
+
+@dataclass
+class SimulationResult:
+    """The outcome of simulating one training step of an experiment.
+
+    Attributes:
+        spec: the fully resolved experiment.
+        accelerator: the catalog entry of the cluster's accelerator.
+        step_time_s: simulated time of one optimizer step.
+        flops: model and hardware FLOPs of the step (whole job).
+        ranks: time accounting of each simulated rank.
+        weights: how many ranks each simulated rank stands for.
+        memory: peak memory summary.
+        num_params: model parameters.
+        program: the replayed program (tasks).
+        start_s, end_s: start and end time of each task.
+        num_events: engine events processed.
+        wall_time_s: host seconds the simulation took (build + replay).
+        version: simtrain version that produced the result.
+    """
+
+    spec: ExperimentSpec
+    accelerator: AcceleratorSpec
+    step_time_s: float
+    flops: StepFlops
+    ranks: list[RankTime]
+    weights: dict[int, int]
+    memory: MemorySummary
+    num_params: int
+    program: Program = field(repr=False)
+    start_s: np.ndarray = field(repr=False)
+    end_s: np.ndarray = field(repr=False)
+    num_events: int = 0
+    wall_time_s: float = 0.0
+    version: str = ""
+
+    @property
+    def num_gpus(self) -> int:
+        """Devices in the job."""
+        return self.spec.cluster.num_gpus
+
+    @property
+    def tokens_per_step(self) -> int:
+        """Tokens consumed by one optimizer step."""
+        return self.spec.parallel.global_batch_size * self.spec.model.seq_length
+
+    @property
+    def peak_flops_per_gpu(self) -> float:
+        """Dense peak FLOP/s of one device at the training dtype."""
+        return self.accelerator.peak_flops[self.spec.training.dtype]
+
+    @property
+    def mfu(self) -> float:
+        """Model FLOPs utilisation: model FLOP/s over the job's dense peak."""
+        return self.flops.model / (self.step_time_s * self.num_gpus * self.peak_flops_per_gpu)
+
+    @property
+    def hfu(self) -> float:
+        """Hardware FLOPs utilisation: as MFU, but counting recomputation."""
+        return self.flops.hardware / (self.step_time_s * self.num_gpus * self.peak_flops_per_gpu)
+
+    @property
+    def model_state_bytes(self) -> float:
+        """Bytes of weights, gradients and optimizer states of the whole job.
+
+        This is the checkpoint basis: 16 per parameter for mixed-precision Adam, 8 for SGD.
+        """
+        per_param = 16 if self.spec.training.optimizer == "adam" else 8
+        return float(self.num_params * per_param)
+
+    def _mean(self, attribute: str) -> float:
+        total = sum(self.weights[r.rank] * getattr(r, attribute) for r in self.ranks)
+        return total / sum(self.weights[r.rank] for r in self.ranks)
+
+    def breakdown_s(self) -> dict[str, float]:
+        """Mean per-rank time by task category (overlapping communication included)."""
+        totals: dict[str, float] = {}
+        weight_sum = sum(self.weights[r.rank] for r in self.ranks)
+        for r in self.ranks:
+            for category, seconds in r.by_category_s.items():
+                totals[category] = totals.get(category, 0.0) + self.weights[r.rank] * seconds
+        return {k: v / weight_sum for k, v in sorted(totals.items())}
+
+    def summary(self) -> dict[str, Any]:
+        """The report as a JSON-ready dict (the content of ``report.json``)."""
+        step = self.step_time_s
+        exposed = self._mean("exposed_comm_s")
+        bubble = self._mean("bubble_s")
+        return {
+            "name": self.spec.name,
+            "step_time_s": step,
+            "tokens_per_s": self.tokens_per_step / step,
+            "tflops_per_gpu": self.flops.hardware / step / self.num_gpus / 1e12,
+            "model_tflops_per_gpu": self.flops.model / step / self.num_gpus / 1e12,
+            "mfu": self.mfu,
+            "hfu": self.hfu,
+            "exposed_comm_s": exposed,
+            "bubble_s": bubble,
+            "bubble_fraction": bubble / step,
+            "compute_s": self._mean("busy_s"),
+            "breakdown_s": self.breakdown_s(),
+            "memory": self.memory.to_dict(),
+            "num_gpus": self.num_gpus,
+            "num_params": self.num_params,
+            "tokens_per_step": self.tokens_per_step,
+            "model_flops_per_step": self.flops.model,
+            "hardware_flops_per_step": self.flops.hardware,
+            "simulation": {
+                "wall_time_s": self.wall_time_s,
+                "events": self.num_events,
+                "events_per_s": self.num_events / self.wall_time_s if self.wall_time_s else 0.0,
+                "simulated_ranks": len(self.ranks),
+                "tasks": len(self.program.tasks),
+            },
+            "spec": self.spec.model_dump(mode="json"),
+            "simtrain_version": self.version,
+        }

@@ -1,0 +1,425 @@
+"""Assemble every simulated rank's program for one training step.
+
+Inputs are the experiment spec, the pipeline schedule's action lists and the rank layout;
+output is a :class:`~simtrain.parallel.program.Program` of tasks the engine replays:
+
+- each schedule action (``F``/``B``/``W`` of a model chunk and microbatch) expands into the
+  ops of that chunk's layers (:mod:`simtrain.workload.transformer`), cut into one compute
+  task per layer and phase, with tensor/expert-parallel collectives as tasks on their own
+  communication streams (``tp_comm``, ``ep_comm``);
+- pipeline activations and gradients travel as point-to-point tasks on ``pp_comm``;
+- data-parallel gradients are reduced in buckets on ``dp_comm`` as soon as the last
+  microbatch's weight gradients of enough layers exist (overlapped with the rest of the
+  backward), then the optimizer steps, then (ZeRO >= 1) updated parameters are all-gathered.
+
+A communication op blocks the compute that consumes it, except that the weight-gradient GEMM
+that directly follows an input-gradient collective runs concurrently with it (Megatron's
+asynchronous tensor-parallel communication in the backward).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from simtrain.parallel.layout import DENSE_AXES, RankLayout
+from simtrain.parallel.program import Program, Task
+from simtrain.parallel.schedules import get_schedule
+from simtrain.specs.experiment import ExperimentSpec
+from simtrain.workload.ops import Op
+from simtrain.workload.transformer import (
+    ACT_BYTES,
+    Shard,
+    embedding_ops,
+    head_ops,
+    layer_ops,
+    optimizer_op,
+)
+
+GRAD_BYTES = {"fp32": 4, "bf16": 2}
+Dep = int | str  # a task index, or the key of a point-to-point transfer resolved at the end
+
+
+def chunk_layers(num_layers: int, num_chunks: int) -> list[range]:
+    """Split layers into contiguous model chunks; earlier chunks take the remainder.
+
+    Examples:
+        >>> [list(r) for r in chunk_layers(5, 2)]
+        [[0, 1, 2], [3, 4]]
+    """
+    base, extra = divmod(num_layers, num_chunks)
+    bounds, start = [], 0
+    for chunk in range(num_chunks):
+        stop = start + base + (1 if chunk < extra else 0)
+        bounds.append(range(start, stop))
+        start = stop
+    return bounds
+
+
+def weight_elements(ops: Sequence[Op]) -> int:
+    """Local weight elements of the GEMMs whose weight gradients appear in ``ops``."""
+    return sum(
+        op.m * op.n * op.batch for op in ops if op.kind == "gemm" and op.phase == "bwd_weight"
+    )
+
+
+@dataclass
+class _RankBuilder:
+    """Appends one rank's tasks; tracks what the next compute task has to wait for."""
+
+    rank: int
+    program: Program
+    layout: RankLayout
+    deps: dict[int, list[Dep]]
+    waiting: list[Dep] = field(default_factory=list)
+    deferred: list[int] = field(default_factory=list)
+    last_compute: int | None = None
+    comm_seq: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+
+    def add(self, task: Task, deps: Sequence[Dep]) -> int:
+        index = self.program.add(task)
+        self.deps[index] = list(deps)
+        return index
+
+    def comm(self, op: Op, label: str, microbatch: int) -> int:
+        """Append a collective on the op's axis; it waits for the last compute task."""
+        group = tuple(self.layout.group_of(self.rank, op.axis))
+        seq = self.comm_seq[op.axis]
+        self.comm_seq[op.axis] += 1
+        producer = [self.last_compute] if self.last_compute is not None else []
+        return self.add(
+            Task(
+                rank=self.rank,
+                stream=f"{op.axis}_comm",
+                label=f"{label}:{op.name}",
+                category=f"{op.axis}_comm",
+                ops=(op,),
+                group=group,
+                collective_key=f"{op.axis}|{group[0]}|{seq}" if len(group) > 1 else "",
+                microbatch=microbatch,
+            ),
+            producer,
+        )
+
+    def emit(self, ops: Sequence[Op], label: str, stage: int, microbatch: int) -> dict[int, int]:
+        """Append ``ops`` as tasks; return the last compute task of each layer touched."""
+        last_of_layer: dict[int, int] = {}
+        buffer: list[Op] = []
+
+        def flush() -> None:
+            nonlocal buffer
+            if not buffer:
+                return
+            phase = buffer[0].phase
+            category = {"recompute": "recompute", "optimizer": "optimizer"}.get(phase, "compute")
+            index = self.add(
+                Task(
+                    self.rank,
+                    "compute",
+                    label,
+                    category,
+                    tuple(buffer),
+                    stage=stage,
+                    microbatch=microbatch,
+                ),
+                self.waiting,
+            )
+            last_of_layer[buffer[0].layer] = index
+            self.last_compute, self.waiting, buffer = index, [], []
+
+        for op in ops:
+            if op.is_comm:
+                flush()
+                self.deferred.append(self.comm(op, label, microbatch))
+                continue
+            if buffer and (op.layer != buffer[0].layer or op.phase != buffer[0].phase):
+                flush()
+            if self.deferred and op.phase != "bwd_weight":
+                flush()
+                self.waiting += self.deferred
+                self.deferred = []
+            buffer.append(op)
+        flush()
+        return last_of_layer
+
+    def settle(self) -> list[Dep]:
+        """End of an action: return everything its successors must wait for."""
+        self.waiting += self.deferred
+        self.deferred = []
+        tail = list(self.waiting)
+        if self.last_compute is not None:
+            tail.append(self.last_compute)
+        return tail
+
+
+@dataclass(frozen=True)
+class _ChunkOps:
+    """Ops of one model chunk for one microbatch, per action kind."""
+
+    forward: tuple[Op, ...]
+    backward: tuple[Op, ...]  # including weight gradients
+    backward_input: tuple[Op, ...]  # without weight gradients (for schedules with W)
+    weight: tuple[Op, ...]  # the weight gradients alone
+    weight_elements: int  # local weight elements, for gradient buckets and the optimizer
+
+
+def _recomputed(ops: Sequence[Op]) -> tuple[Op, ...]:
+    from dataclasses import replace
+
+    return tuple(replace(op, phase="recompute") for op in ops)
+
+
+def _chunk_ops(
+    spec: ExperimentSpec, shard: Shard, layers: range, first: bool, last: bool
+) -> _ChunkOps:
+    model, recompute = spec.model, spec.parallel.recompute
+    forward: list[Op] = []
+    backward: list[Op] = []
+    if first:
+        emb_f, emb_b = embedding_ops(model, shard)
+        forward += emb_f
+    per_layer = [layer_ops(model, shard, layer) for layer in layers]
+    for ops in per_layer:
+        forward += ops.forward
+    if last:
+        head = head_ops(model, shard)
+        split = next(i for i, op in enumerate(head) if op.name == "cross_entropy") + 1
+        forward += head[:split]
+        backward += head[split:]
+    for ops in reversed(per_layer):
+        if recompute == "full":
+            backward += _recomputed(ops.forward)
+        elif recompute == "selective":
+            backward += _recomputed(ops.attention_core)
+        backward += ops.backward
+    if first:
+        backward += emb_b
+    elements = weight_elements(backward)
+    if first:
+        positions = model.seq_length if model.position_embedding == "learned" else 0
+        elements += (model.vocab_size // shard.tp + positions) * model.hidden_size
+    return _ChunkOps(
+        forward=tuple(forward),
+        backward=tuple(backward),
+        backward_input=tuple(op for op in backward if op.phase != "bwd_weight"),
+        weight=tuple(op for op in backward if op.phase == "bwd_weight"),
+        weight_elements=elements,
+    )
+
+
+def make_layout(spec: ExperimentSpec) -> RankLayout:
+    """The rank layout of the experiment's parallel degrees and order."""
+    return RankLayout.from_spec(spec.parallel)
+
+
+def _layer_weight_elements(ops: Sequence[Op]) -> dict[int, int]:
+    """Local weight elements per layer, from the weight-gradient GEMMs in ``ops``."""
+    per_layer: dict[int, int] = defaultdict(int)
+    for op in ops:
+        if op.kind == "gemm" and op.phase == "bwd_weight":
+            per_layer[op.layer] += op.m * op.n * op.batch
+    return per_layer
+
+
+class _StepAssembler:
+    """Builds the program of one step rank by rank (internal to :func:`build_program`)."""
+
+    def __init__(self, spec: ExperimentSpec, full: bool) -> None:
+        p, model = spec.parallel, spec.model
+        self.spec, self.p = spec, p
+        self.layout = make_layout(spec)
+        self.num_chunks = p.pp * p.vpp
+        shard = Shard(
+            p.micro_batch_size,
+            p.tp,
+            p.sp,
+            p.cp,
+            p.ep,
+            spec.training.dtype,
+            spec.training.attention_kernel,
+        )
+        self.chunks = [
+            _chunk_ops(spec, shard, layers, c == 0, c == self.num_chunks - 1)
+            for c, layers in enumerate(chunk_layers(model.num_layers, self.num_chunks))
+        ]
+        positions = model.seq_length if model.position_embedding == "learned" else 0
+        self.embedding_elements = (model.vocab_size // p.tp + positions) * model.hidden_size
+        schedule = get_schedule(p.pipeline_schedule if p.pp > 1 else "1f1b")
+        self.actions_by_stage = schedule(p.pp, p.num_microbatches, p.vpp)
+        world = self.layout.world_size
+        ranks = (
+            list(range(world))
+            if full
+            else [self.layout.rank({"pp": stage}) for stage in range(p.pp)]
+        )
+        self.program = Program(
+            world_size=world,
+            simulated_ranks=tuple(ranks),
+            weights={r: (1 if full else world // p.pp) for r in ranks},
+        )
+        self.deps: dict[int, list[Dep]] = {}
+        self.p2p: dict[str, int] = {}
+        # Activations cross stages scattered over the TP group (Narayanan et al. §4.1).
+        self.p2p_bytes = (
+            p.micro_batch_size * model.seq_length // p.cp * model.hidden_size * ACT_BYTES // p.tp
+        )
+        self.grad_bytes = GRAD_BYTES[spec.training.grad_reduce_dtype]
+        self.dp_axis = "dp-cp" if p.cp > 1 else "dp"
+
+    def build(self) -> Program:
+        """Assemble all simulated ranks, then resolve cross-rank dependencies."""
+        for rank in self.program.simulated_ranks:
+            self._build_rank(rank)
+        for index, task_deps in self.deps.items():
+            self.program.tasks[index].deps = tuple(
+                self.p2p[d] if isinstance(d, str) else d for d in task_deps
+            )
+        return self.program
+
+    def _send(
+        self,
+        rb: _RankBuilder,
+        key: str,
+        peer_chunk: int,
+        label: str,
+        chunk: int,
+        mb: int,
+        after: list[Dep],
+    ) -> None:
+        coords = {a: c for a, c in self.layout.coords(rb.rank).items() if a in DENSE_AXES}
+        peer = self.layout.rank({**coords, "pp": peer_chunk % self.p.pp})
+        op = Op(
+            name="send_recv", kind="p2p", comm="send_recv", axis="pp", comm_bytes=self.p2p_bytes
+        )
+        self.p2p[key] = rb.add(
+            Task(
+                rb.rank,
+                "pp_comm",
+                f"{label}:send",
+                "pp_comm",
+                (op,),
+                group=(rb.rank, peer),
+                stage=chunk,
+                microbatch=mb,
+            ),
+            after,
+        )
+
+    def _build_rank(self, rank: int) -> None:
+        p = self.p
+        rb = _RankBuilder(rank, self.program, self.layout, self.deps)
+        actions = self.actions_by_stage[self.layout.coords(rank)["pp"]]
+        split_w = any(a.kind == "W" for a in actions)
+        grads = _GradientReducer(rb, self.dp_axis, p.zero_stage, p.grad_bucket_size_bytes)
+        local_elements = 0
+        for action in actions:
+            chunk, mb, label = action.stage, action.microbatch, str(action)
+            ops = self.chunks[chunk]
+            if action.kind == "F":
+                if chunk > 0:
+                    rb.waiting.append(f"F{chunk - 1}:{mb}")
+                rb.emit(ops.forward, label, chunk, mb)
+                tail = rb.settle()
+                if chunk < self.num_chunks - 1:
+                    self._send(rb, f"F{chunk}:{mb}", chunk + 1, label, chunk, mb, tail)
+                continue
+            if action.kind == "B" and chunk < self.num_chunks - 1:
+                rb.waiting.append(f"B{chunk + 1}:{mb}")
+            if action.kind == "W":
+                body = ops.weight
+            else:
+                body = ops.backward_input if split_w else ops.backward
+            last_of_layer = rb.emit(body, label, chunk, mb)
+            rb.settle()
+            if action.kind == "B" and chunk > 0:
+                after = [rb.last_compute] if rb.last_compute is not None else []
+                self._send(rb, f"B{chunk}:{mb}", chunk - 1, label, chunk, mb, after)
+            if (action.kind == "W" or not split_w) and mb == p.num_microbatches - 1:
+                local_elements += ops.weight_elements
+                per_layer = _layer_weight_elements(body)
+                if chunk == 0:
+                    per_layer[-1] += self.embedding_elements
+                for layer, task in last_of_layer.items():
+                    grads.add(
+                        per_layer.get(layer, 0) * self.grad_bytes,
+                        task,
+                        overlap=p.overlap_grad_reduce,
+                    )
+        grads.flush(rb.last_compute)
+        shard_factor = len(grads.group) if p.zero_stage >= 1 else 1
+        rb.waiting += grads.tasks
+        optimizer = optimizer_op(local_elements / shard_factor, self.spec.training.optimizer)
+        rb.emit((optimizer,), "optimizer", -1, -1)
+        if p.zero_stage >= 1:
+            grads.all_gather_params(local_elements * ACT_BYTES, rb.last_compute)
+
+
+@dataclass
+class _GradientReducer:
+    """Buckets one rank's gradients and issues their data-parallel reductions."""
+
+    rb: _RankBuilder
+    axis: str
+    zero_stage: int
+    bucket_size_bytes: float
+    pending_bytes: float = 0.0
+    tasks: list[int] = field(default_factory=list)
+    group: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        self.group = tuple(self.rb.layout.group_of(self.rb.rank, self.axis))
+
+    def add(self, size_bytes: float, after: int, overlap: bool) -> None:
+        """Gradients of ``size_bytes`` are ready once task ``after`` ends."""
+        self.pending_bytes += size_bytes
+        if overlap and self.pending_bytes >= self.bucket_size_bytes:
+            self.flush(after)
+
+    def flush(self, after: int | None) -> None:
+        """Reduce the pending bucket once task ``after`` ends."""
+        size, self.pending_bytes = self.pending_bytes, 0.0
+        if size <= 0 or len(self.group) == 1:
+            return
+        kind = "all_reduce" if self.zero_stage == 0 else "reduce_scatter"
+        self.tasks.append(self._collective(f"grad_{kind}", kind, size, after))
+
+    def all_gather_params(self, size_bytes: float, after: int | None) -> None:
+        """ZeRO >= 1: gather the updated 16-bit parameters after the optimizer step."""
+        if len(self.group) > 1:
+            self._collective("param_all_gather", "all_gather", size_bytes, after)
+
+    def _collective(self, name: str, kind: str, size: float, after: int | None) -> int:
+        op = Op(
+            name=name,
+            kind="collective",
+            phase="bwd_weight",
+            comm=kind,
+            axis=self.axis,
+            comm_bytes=size,
+        )
+        seq = len(self.tasks)
+        return self.rb.add(
+            Task(
+                self.rb.rank,
+                "dp_comm",
+                f"dp:{name}",
+                "dp_comm",
+                (op,),
+                group=self.group,
+                collective_key=f"dp|{self.group[0]}|{seq}|{name}",
+            ),
+            [after] if after is not None else [],
+        )
+
+
+def build_program(spec: ExperimentSpec, full: bool | None = None) -> Program:
+    """Build the program of one training step.
+
+    Args:
+        spec: the experiment.
+        full: simulate every rank (True) or one representative per pipeline stage (False:
+            data-, tensor- and context-parallel peers run identical programs). Defaults to
+            ``spec.simulation.full``.
+    """
+    return _StepAssembler(spec, spec.simulation.full if full is None else full).build()

@@ -1,0 +1,97 @@
+"""Tables for ``simtrain list``: the hardware catalog and the data folders."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from simtrain.catalog import ACCELERATORS, LINKS
+from simtrain.paths import data_dir
+from simtrain.specs.loader import read_yaml
+
+TERA, GB = 1e12, 1e9
+
+
+def accelerators_table() -> Table:
+    """Every catalog accelerator with its dense peaks, memory, power and source."""
+    table = Table(title="accelerators (dense peak; one MI250X GCD is one device)")
+    for col in (
+        "name",
+        "bf16 TF/s",
+        "fp8 TF/s",
+        "HBM GB",
+        "HBM TB/s",
+        "TDP W",
+        "SMs/CUs",
+        "scale-up",
+        "scale-out",
+        "source",
+    ):
+        table.add_column(col, overflow="fold")
+    for a in ACCELERATORS.values():
+        fp8 = a.peak_flops.get("fp8")
+        table.add_row(
+            a.name,
+            f"{a.peak_flops['bf16'] / TERA:g}",
+            f"{fp8 / TERA:g}" if fp8 else "-",
+            f"{a.hbm_capacity_bytes / GB:.0f}",
+            f"{a.hbm_bandwidth_bytes_per_s / 1e12:.2f}",
+            f"{a.tdp_watts:g}" if a.tdp_watts else "-",
+            str(a.num_compute_units),
+            a.scale_up_link,
+            a.scale_out_link,
+            a.source,
+        )
+    return table
+
+
+def links_table() -> Table:
+    """Every catalog link with line rate, measured efficiency, latency and source."""
+    table = Table(title="links (bandwidth per direction: per device for scale-up, per NIC)")
+    for col in ("name", "kind", "GB/s", "efficiency", "effective GB/s", "latency µs", "source"):
+        table.add_column(col, overflow="fold")
+    for link in LINKS.values():
+        table.add_row(
+            link.name,
+            link.kind,
+            f"{link.bandwidth_bytes_per_s / GB:g}",
+            f"{link.efficiency:.3f}",
+            f"{link.effective_bandwidth_bytes_per_s / GB:.1f}",
+            f"{link.latency_s * 1e6:.1f}",
+            link.source,
+        )
+    return table
+
+
+def files_table(folder: str, section: str) -> Table:
+    """YAML files of a data folder with the headline fields of their ``section``."""
+    table = Table(title=f"{folder}/")
+    table.add_column("file")
+    table.add_column("name")
+    table.add_column("summary", overflow="fold")
+    for path in sorted(data_dir(folder).glob("*.yaml")):
+        data = read_yaml(path).get(section, {})
+        if section == "model":
+            summary = (
+                f"{data.get('num_layers')} layers, hidden {data.get('hidden_size')}, "
+                f"{data.get('num_heads')} heads, seq {data.get('seq_length')}"
+                + (f", {data['num_experts']} experts" if data.get("num_experts") else "")
+            )
+        else:
+            topo = data.get("topology", {})
+            summary = (
+                f"{data.get('accelerator')} x {data.get('num_gpus')}, "
+                f"{topo.get('kind', 'fat_tree')}"
+            )
+        table.add_row(path.name, str(data.get("name", path.stem)), summary)
+    return table
+
+
+def catalog_table(what: str) -> Table:
+    """The table for ``simtrain list WHAT``."""
+    if what == "accelerators":
+        return accelerators_table()
+    if what == "links":
+        return links_table()
+    if what == "workloads":
+        return files_table("workloads", "model")
+    return files_table("topologies", "cluster")

@@ -1,0 +1,84 @@
+"""Terminal rendering of a run report (rich tables), from the JSON summary alone."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+
+GB = 1e9
+
+
+def fmt_seconds(seconds: float) -> str:
+    """Seconds with a unit that keeps 3-4 significant digits.
+
+    Examples:
+        >>> fmt_seconds(0.0123), fmt_seconds(2.5), fmt_seconds(4.2e-5)
+        ('12.30 ms', '2.500 s', '42.0 µs')
+    """
+    if seconds >= 1:
+        return f"{seconds:.3f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.2f} ms"
+    return f"{seconds * 1e6:.1f} µs"
+
+
+def summary_table(report: dict[str, Any]) -> Table:
+    """Key metrics of one simulated step."""
+    table = Table(title=f"simtrain run: {report['name']}", show_header=False, title_justify="left")
+    table.add_column("metric", style="bold")
+    table.add_column("value", justify="right")
+    step = report["step_time_s"]
+    rows = [
+        ("step time", fmt_seconds(step)),
+        ("tokens/s", f"{report['tokens_per_s']:,.0f}"),
+        ("TFLOP/s per GPU (hardware, Megatron convention)", f"{report['tflops_per_gpu']:.1f}"),
+        ("TFLOP/s per GPU (model)", f"{report['model_tflops_per_gpu']:.1f}"),
+        ("MFU", f"{report['mfu']:.1%}"),
+        ("HFU", f"{report['hfu']:.1%}"),
+        (
+            "compute (busy)",
+            f"{fmt_seconds(report['compute_s'])}  ({report['compute_s'] / step:.1%})",
+        ),
+        (
+            "exposed communication",
+            f"{fmt_seconds(report['exposed_comm_s'])}  ({report['exposed_comm_s'] / step:.1%})",
+        ),
+        (
+            "pipeline bubble / idle",
+            f"{fmt_seconds(report['bubble_s'])}  ({report['bubble_fraction']:.1%})",
+        ),
+        ("GPUs", f"{report['num_gpus']:,}"),
+        ("parameters", f"{report['num_params'] / 1e9:.2f} B"),
+    ]
+    for name, value in rows:
+        table.add_row(name, value)
+    return table
+
+
+def breakdown_table(report: dict[str, Any]) -> Table:
+    """Time per category per rank; communication overlaps compute, so rows exceed the step."""
+    table = Table(
+        title="time by category (mean per GPU; communication may overlap compute)",
+        title_justify="left",
+    )
+    table.add_column("category")
+    table.add_column("time", justify="right")
+    table.add_column("% of step", justify="right")
+    for category, seconds in report["breakdown_s"].items():
+        table.add_row(category, fmt_seconds(seconds), f"{seconds / report['step_time_s']:.1%}")
+    return table
+
+
+def memory_table(report: dict[str, Any]) -> Table:
+    """Peak memory of the fullest GPU by category, against capacity."""
+    mem = report["memory"]
+    verdict = "fits" if mem["fits"] else "OUT OF MEMORY"
+    table = Table(title=f"memory per GPU (peak, fullest rank): {verdict}", title_justify="left")
+    table.add_column("category")
+    table.add_column("GB", justify="right")
+    for category, size in mem["breakdown_bytes"].items():
+        table.add_row(category, f"{size / GB:.2f}")
+    table.add_row("peak", f"{mem['peak_bytes'] / GB:.2f}", style="bold")
+    table.add_row("capacity", f"{mem['capacity_bytes'] / GB:.2f}")
+    return table
