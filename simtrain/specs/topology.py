@@ -53,8 +53,6 @@ class TopologySpec(Spec):
     larger shapes); torus_3d only. Its product must equal cluster.num_gpus."""
     torus_wraparound: bool = True
     """Wrap-around links in every dimension (a torus) rather than an open mesh."""
-    sharp: bool = False
-    """Scale-out switches can reduce in-network (InfiniBand SHARP); Clos kinds only."""
 
     @model_validator(mode="after")
     def _check_shape(self) -> TopologySpec:

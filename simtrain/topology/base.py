@@ -121,10 +121,10 @@ class Topology:
     """Bandwidth across the worst cut into two halves of the nodes, per direction."""
     nics_per_node: int
     """Scale-out NICs per node (0 for a single node or a torus)."""
+    node_fabric: str = "none"
+    """Fabric inside a node: nvswitch, p2p_mesh, pcie, or none (torus chips)."""
     nvls_switch: np.ndarray | None = None
     """Per node, the graph index of its NVSwitch when it can reduce in-network (NVLS)."""
-    sharp: bool = False
-    """Scale-out switches can reduce in-network (SHARP)."""
     details: dict[str, str] = field(default_factory=dict)
     """Human-readable facts (tiers, switch counts, links used) for ``simtrain topology``."""
 

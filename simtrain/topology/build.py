@@ -95,7 +95,7 @@ def build_topology(cluster: ClusterSpec) -> Topology:
         nics if clos else 0,
         details,
         nvls=nvls,
-        sharp=spec.sharp and clos is not None,
+        node_fabric=fabric_kind,
     )
 
 
@@ -131,7 +131,7 @@ def _finish(
     nics: int,
     details: dict[str, str],
     nvls: np.ndarray | None = None,
-    sharp: bool = False,
+    node_fabric: str = "none",
 ) -> Topology:
     """Freeze the link table into a Topology."""
     src, dst, bw, lat, cls = table.arrays()
@@ -150,6 +150,6 @@ def _finish(
         bisection_bandwidth_bytes_per_s=float(bisection),
         nics_per_node=nics,
         nvls_switch=nvls,
-        sharp=sharp,
+        node_fabric=node_fabric,
         details=details,
     )

@@ -1,0 +1,155 @@
+"""What every collective algorithm shares: its output type, its registry, group geometry.
+
+An algorithm is a pure function ``(kind, devices, size_bytes, topology) -> Schedule`` that
+turns one collective on a process group (``devices[i]`` is the device of group rank i) into
+phases of point-to-point flows; sizes follow ``simtrain.network.base``. Algorithms register
+by name with :func:`register`; :func:`get_algorithm` lists the valid names on a miss.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+import numpy as np
+
+from simtrain.errors import SpecError
+from simtrain.network.flow import Phase
+from simtrain.topology.base import LINK_CLASSES, Topology
+
+Family = Literal["ring", "tree", "nvls"]
+"""NCCL algorithm family whose protocol latencies and bandwidth factors apply."""
+
+PIPELINE_CHUNK_BYTES = 512 * 1024
+"""Chunk a pipelined algorithm (tree, chain broadcast) streams per step: NCCL's default
+4 MiB buffer split into NCCL_STEPS = 8 slots (NVIDIA/nccl ``src/include/device.h``;
+not in the shared reference set)."""
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """The phases of one collective, run one after another, and how NCCL would cost them."""
+
+    phases: tuple[Phase, ...]
+    family: Family = "ring"
+    efficiency: tuple[tuple[str, float], ...] = ()
+    """Per link class (``LINK_CLASSES``), the share of the links' calibrated (ring)
+    bandwidth this algorithm reaches there; classes not listed reach all of it."""
+
+    def link_efficiency(self, link_class: np.ndarray) -> np.ndarray:
+        """Efficiency factor of every link, given the links' class codes."""
+        factors = np.ones(len(LINK_CLASSES))
+        for name, value in self.efficiency:
+            factors[LINK_CLASSES.index(name)] = value
+        return factors[link_class]
+
+    @property
+    def bytes_sent(self) -> float:
+        """Bytes injected into the network by all phases."""
+        return sum(p.bytes_sent for p in self.phases)
+
+
+class CollectiveAlgorithm(Protocol):
+    """A collective algorithm: turns one collective into a :class:`Schedule`."""
+
+    def __call__(
+        self, kind: str, devices: np.ndarray, size_bytes: float, topology: Topology
+    ) -> Schedule:
+        """Phases of ``kind`` over ``devices`` moving ``size_bytes`` (nccl-tests sizes)."""
+        ...
+
+
+@dataclass(frozen=True)
+class AlgorithmInfo:
+    """A registered algorithm and the collective kinds it implements."""
+
+    name: str
+    kinds: frozenset[str]
+    build: CollectiveAlgorithm
+
+
+ALGORITHMS: dict[str, AlgorithmInfo] = {}
+"""Registry of collective algorithms by name, filled by :func:`register`."""
+
+
+def register(
+    name: str, kinds: tuple[str, ...]
+) -> Callable[[CollectiveAlgorithm], CollectiveAlgorithm]:
+    """Decorator adding an algorithm to :data:`ALGORITHMS` under ``name``."""
+
+    def decorate(build: CollectiveAlgorithm) -> CollectiveAlgorithm:
+        ALGORITHMS[name] = AlgorithmInfo(name, frozenset(kinds), build)
+        return build
+
+    return decorate
+
+
+def get_algorithm(name: str, kind: str | None = None) -> AlgorithmInfo:
+    """The algorithm ``name``; with ``kind``, also check that it implements that collective.
+
+    Raises:
+        SpecError: unknown name (listing the known ones) or unsupported kind.
+    """
+    if name not in ALGORITHMS:
+        valid = ", ".join(["auto", *sorted(ALGORITHMS)])
+        raise SpecError(
+            f"'algo' must be a known collective algorithm (got {name!r}; valid: {valid})"
+        )
+    info = ALGORITHMS[name]
+    if kind is not None and kind not in info.kinds:
+        able = ", ".join(sorted(a.name for a in ALGORITHMS.values() if kind in a.kinds))
+        raise SpecError(
+            f"'algo' {name} does not implement {kind} (valid for {kind}: {able or 'none'})"
+        )
+    return info
+
+
+@dataclass(frozen=True)
+class GroupLayout:
+    """How a group's ranks fall on nodes: ``by_node[j]`` = group ranks on the j-th node used."""
+
+    by_node: tuple[np.ndarray, ...]
+
+    @classmethod
+    def of(cls, devices: np.ndarray, topology: Topology) -> GroupLayout:
+        """Split group ranks by node, nodes in order of first appearance in the group."""
+        node = devices // topology.gpus_per_node
+        _, first = np.unique(node, return_index=True)
+        order = node[np.sort(first)]
+        return cls(tuple(np.flatnonzero(node == n) for n in order))
+
+    @property
+    def num_nodes(self) -> int:
+        """Nodes the group spans."""
+        return len(self.by_node)
+
+    @property
+    def ranks_per_node(self) -> int | None:
+        """Group ranks on every node when all nodes hold the same number, else None."""
+        counts = {len(r) for r in self.by_node}
+        return counts.pop() if len(counts) == 1 else None
+
+    def num_channels(self, topology: Topology) -> int:
+        """Parallel rings/trees NCCL would open: one per NIC a node's ranks can use."""
+        if self.num_nodes == 1 or topology.nics_per_node == 0:
+            return 1
+        fewest = min(len(r) for r in self.by_node)
+        return max(1, min(fewest, topology.nics_per_node))
+
+
+def require_uniform(layout: GroupLayout, name: str) -> int:
+    """Ranks per node, or a SpecError when nodes hold different numbers of group ranks."""
+    k = layout.ranks_per_node
+    if k is None:
+        counts = sorted({len(r) for r in layout.by_node})
+        raise SpecError(
+            f"'algo' {name} needs the same number of group ranks on every node "
+            f"(got {counts}; use ring or direct)"
+        )
+    return k
+
+
+def pipeline_chunks(size_bytes: float) -> int:
+    """Chunks a pipelined algorithm splits ``size_bytes`` into (at least one)."""
+    return max(1, int(np.ceil(size_bytes / PIPELINE_CHUNK_BYTES)))

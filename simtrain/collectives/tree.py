@@ -1,0 +1,75 @@
+"""NCCL's double binary tree, pipelined: latency grows with log2 of the node count.
+
+Across nodes the group's nodes form a binary tree (heap order: node p's parent is node
+(p-1)//2); the second tree is its mirror (node p sits where node m-1-p sat), so that most
+leaves of one tree are inner vertices of the other, and each tree carries half the data.
+Inside a node the ranks form a chain whose head joins the tree. As for rings, one tree runs
+per NIC (channel), alternating the two shapes, each entering a node at a different rank.
+
+All-reduce reduces up and broadcasts down at the same time, streaming chunks: with k chunks
+and a depth of d hops the pipeline runs k + 2d - 1 steps and pays the hop latency 2d times.
+Bandwidth: NCCL models the tree at 0.92 x 0.85 of the ring's bus bandwidth
+(``shared/reference/collectives.md`` §6.3, "Tree (any protocol) × 0.92" and "Tree using the
+TREE pattern additional × 0.85"), which matches the measured Tree/Ring ratio of 150/190 on
+5 x 8 H100 (§6.2, NVIDIA/nccl#1368).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from simtrain.collectives.base import GroupLayout, Schedule, pipeline_chunks, register
+from simtrain.network.flow import Phase
+from simtrain.topology.base import LINK_CLASSES, Topology
+
+TREE_EFFICIENCY = 0.92 * 0.85
+"""Tree bus bandwidth relative to the ring's (collectives.md §6.3)."""
+
+
+def tree_edges(
+    layout: GroupLayout, channel: int, channels: int
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """(child, parent) group ranks of one channel's tree and its depth in hops."""
+    heads, children, parents = [], [], []
+    longest_chain = 1
+    for ranks in layout.by_node:
+        chain = np.roll(ranks, -(channel * ranks.size // channels))
+        heads.append(chain[0])
+        children.append(chain[1:])
+        parents.append(chain[:-1])
+        longest_chain = max(longest_chain, chain.size)
+    m = layout.num_nodes
+    position = np.arange(m) if channel % 2 == 0 else m - 1 - np.arange(m)
+    heads_arr = np.array(heads)[position]
+    children.append(heads_arr[1:])
+    parents.append(heads_arr[(np.arange(1, m) - 1) // 2])
+    depth = (longest_chain - 1) + int(np.floor(np.log2(m)))
+    return np.concatenate(children), np.concatenate(parents), depth
+
+
+@register("tree", ("all_reduce", "broadcast", "reduce"))
+def tree(kind: str, devices: np.ndarray, size_bytes: float, topology: Topology) -> Schedule:
+    """Double-binary-tree schedule of ``kind`` (see the module docstring)."""
+    layout = GroupLayout.of(devices, topology)
+    channels = max(layout.num_channels(topology), 2) if layout.num_nodes > 1 else 1
+    chunks = pipeline_chunks(size_bytes / channels)
+    srcs, dsts, depth = [], [], 0
+    for c in range(channels):
+        child, parent, d = tree_edges(layout, c, channels)
+        depth = max(depth, d)
+        if kind in ("all_reduce", "reduce"):
+            srcs.append(devices[child])
+            dsts.append(devices[parent])
+        if kind in ("all_reduce", "broadcast"):
+            srcs.append(devices[parent])
+            dsts.append(devices[child])
+    passes = 2 if kind == "all_reduce" else 1
+    phase = Phase.of(
+        np.concatenate(srcs),
+        np.concatenate(dsts),
+        size_bytes / (channels * chunks),
+        repeat=chunks + passes * depth - 1,
+        latency_count=passes * depth,
+    )
+    efficiency = tuple((name, TREE_EFFICIENCY) for name in LINK_CLASSES)
+    return Schedule((phase,), family="tree", efficiency=efficiency)
