@@ -1,0 +1,104 @@
+"""Activation memory: bytes per layer (Korthikanti et al. 2022) and microbatches in flight.
+
+Per transformer layer and microbatch, with 16-bit activations and 1-byte dropout masks,
+Korthikanti's Table 2 (``shared/reference/training-runs.md`` §2.4; a heads, b microbatch,
+t tensor-parallel degree):
+
+=============================  ==========================================
+no parallelism                 s·b·h·(34 + 5·a·s/h)
+tensor parallel                s·b·h·(10 + 24/t + 5·a·s/(h·t))
+tensor + sequence parallel     s·b·h·(34/t + 5·a·s/(h·t))
+TP + selective recompute       s·b·h·(10 + 24/t)
+TP + SP + selective recompute  s·b·h·34/t
+full recompute                 s·b·h·2 (2·s·b·h/t with SP)
+=============================  ==========================================
+
+:func:`layer_activation_bytes` computes these from their parts, so that they generalise:
+10·s·b·h are the tensors outside the tensor-parallel region (two norm inputs 4, the QKV and
+MLP inputs 2 + 2, two dropout masks 1 + 1), sharded by t only under SP; inside it, Q and K
+(2·h_q + 2·h_kv), V (2·h_kv), the output-projection input (2·h_q) and the MLP (GELU: 4·f for
+the GELU input and the second GEMM input; SwiGLU: 6·f for gate, up and their product), which
+give 24·s·b·h/t for GPT (h_q = h_kv = h, f = 4h); and the attention core 5·a·s²·b/t (softmax
+output 2, its dropout mask 1, dropout output 2), dropped by selective recompute (and by flash
+attention, which never stores it). Context parallelism divides the sequence by cp (each rank
+keeps its s/cp queries' scores against all s keys). An MoE layer replaces the MLP term by
+top-k routed experts (times the capacity factor) plus the shared experts, and stores the
+dispatched copies of its tokens (2·s·b·h per routed expert).
+"""
+
+from __future__ import annotations
+
+from simtrain.parallel.schedules.base import Action
+from simtrain.specs.model import ModelSpec
+
+ACT_BYTES = 2  # activations are kept in 16 bits
+MASK_BYTES = 1  # dropout masks are bytes
+
+
+def layer_activation_bytes(
+    model: ModelSpec,
+    micro_batch_size: int,
+    tp: int = 1,
+    sp: bool = False,
+    recompute: str = "none",
+    cp: int = 1,
+    moe_layer: bool = False,
+) -> float:
+    """Bytes one layer stores for one microbatch between its forward and its backward.
+
+    Examples:
+        GPT-3 175B shape (s=2048, h=12288, a=96), b=1, t=8 with SP and selective recompute:
+        34·s·b·h/t bytes.
+
+        >>> m = ModelSpec(num_layers=96, hidden_size=12288, num_heads=96, vocab_size=51200,
+        ...               seq_length=2048)
+        >>> layer_activation_bytes(m, 1, tp=8, sp=True, recompute="selective") == (
+        ...     34 * 2048 * 12288 / 8)
+        True
+    """
+    s, b, h = model.seq_length / cp, micro_batch_size, model.hidden_size
+    sbh = s * b * h
+    outside_tp = sp and tp > 1
+    if recompute == "full":  # only each layer's input is kept
+        return ACT_BYTES * sbh / (tp if outside_tp else 1)
+    d = model.head_size
+    h_q, h_kv = model.num_heads * d, model.kv_heads * d
+    # two norm inputs, the QKV and MLP GEMM inputs (16-bit), two dropout masks (bytes)
+    replicated = 4 * ACT_BYTES * sbh + 2 * MASK_BYTES * sbh
+    # Q, K, V and the output-projection input
+    attention = ACT_BYTES * s * b * (2 * h_q + 2 * h_kv)
+    mlp_tensors = 3 if model.activation == "swiglu" else 2  # of width f each
+    if moe_layer:
+        routed = model.moe_top_k * model.moe_capacity_factor
+        experts = routed + model.num_shared_experts
+        mlp = ACT_BYTES * s * b * mlp_tensors * model.expert_ffn_size * experts
+        mlp += ACT_BYTES * sbh * routed  # dispatched token copies
+    else:
+        mlp = ACT_BYTES * s * b * mlp_tensors * model.ffn_size
+    sharded = attention + mlp
+    if recompute != "selective":
+        sharded += 5 * model.num_heads * s * model.seq_length * b
+    return replicated / (tp if outside_tp else 1) + sharded / tp
+
+
+def peak_inflight(actions: list[Action], stages: set[int] | None = None) -> int:
+    """Most (stage, microbatch) pairs of one rank whose F ran and whose B has not.
+
+    The order of a rank's actions alone fixes this count (the engine's timings give the same
+    peak: a rank's next forward starts only after its previous action ends).
+
+    Examples:
+        >>> from simtrain.parallel.schedules import build_schedule
+        >>> [peak_inflight(acts) for acts in build_schedule("1f1b", 4, 8).values()]
+        [4, 3, 2, 1]
+    """
+    count = peak = 0
+    for a in actions:
+        if stages is not None and a.stage not in stages:
+            continue
+        if a.kind == "F":
+            count += 1
+            peak = max(peak, count)
+        elif a.kind == "B":
+            count -= 1
+    return peak

@@ -1,0 +1,162 @@
+"""Peak memory of a pipeline rank: model states + activations in flight + buffers, with a verdict.
+
+The peak of a rank is reached when its schedule holds the most microbatches in flight (taken
+from the schedule's action lists, :func:`~simtrain.memory.activations.peak_inflight`; 1F1B
+gives p-i on stage i, GPipe m, interleaved p·(1 + (p-1)/(p·v)) on the first rank,
+``pipeline-theory.md`` §9). On top of the layers' activations come Korthikanti's extra terms
+(training-runs.md §2.4): the embedding dropout mask on the rank of stage 0 (s·b·h per
+microbatch in flight, /t under SP) and the final norm, output layer and fp32 logits on the rank
+of the last stage (4·s·b·h/t·(1 + V/h), for the one microbatch between its forward and loss
+backward). Full recompute adds one layer's rematerialised activations during a backward.
+
+Buffers: pipeline send/receive of activations and gradients (4·2·s·b·h, /t under SP), the
+sequence-parallel all-gather buffer (2·s·b·h), the data-parallel bucket being reduced when
+gradients are sharded (ZeRO >= 2), ZeRO-3 gathers of the current and the prefetched layer, and
+the expert all-to-all send/receive buffers. Not modelled: the CUDA context, NCCL's internal
+buffers and allocator fragmentation (often 1-5 GB in practice).
+
+An estimate that exceeds the capacity is a verdict (``fits`` is False), never an exception.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from simtrain.memory.activations import ACT_BYTES, MASK_BYTES, layer_activation_bytes, peak_inflight
+from simtrain.memory.model_states import WEIGHT_BYTES, rank_model_states, rank_params, rank_stages
+from simtrain.parallel.schedules import get_schedule
+from simtrain.specs.experiment import ExperimentSpec
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Peak memory of one pipeline rank.
+
+    Attributes:
+        stage: pipeline rank the estimate is for.
+        weights_bytes: 16-bit parameters (after ZeRO-3 sharding).
+        gradients_bytes: 16-bit gradients (after ZeRO-2 sharding).
+        optimizer_bytes: fp32 master weights and moments (after ZeRO-1 sharding).
+        activations_bytes: activations at the peak number of microbatches in flight.
+        buffers_bytes: communication buffers.
+        capacity_bytes: device memory.
+        inflight_microbatches: peak microbatches in flight on this rank, in units of one
+            pipeline stage (num_layers / pp layers): an interleaved chunk counts 1/v.
+        breakdown: bytes by finer item (``activations.layers``, ``buffers.pp_p2p``, ...).
+    """
+
+    stage: int
+    weights_bytes: float
+    gradients_bytes: float
+    optimizer_bytes: float
+    activations_bytes: float
+    buffers_bytes: float
+    capacity_bytes: float
+    inflight_microbatches: float
+    breakdown: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def peak_bytes(self) -> float:
+        """Sum of every category: the rank's peak."""
+        return (
+            self.weights_bytes
+            + self.gradients_bytes
+            + self.optimizer_bytes
+            + self.activations_bytes
+            + self.buffers_bytes
+        )
+
+    @property
+    def fits(self) -> bool:
+        """Whether the peak fits in the device memory (False = out of memory)."""
+        return self.peak_bytes <= self.capacity_bytes
+
+
+def _activations(spec: ExperimentSpec, stage: int, actions: list) -> tuple[dict[str, float], float]:
+    m, p = spec.model, spec.parallel
+    b, t = p.micro_batch_size, p.tp
+    sp_div = t if p.sp and t > 1 else 1
+    stages = rank_stages(p.pp, p.vpp, p.pipeline_schedule, stage)
+    layers = rank_params(spec, stage).layers
+    per_layer = [
+        layer_activation_bytes(m, b, t, p.sp, p.recompute, p.cp, m.is_moe_layer(i)) for i in layers
+    ]
+    count = peak_inflight(actions)
+    # a (stage, microbatch) pair holds the layers of one of the rank's chunks
+    items = {"activations.layers": count * sum(per_layer) / len(stages)}
+    sbh = m.seq_length / p.cp * b * m.hidden_size
+    if 0 in stages:
+        items["activations.embedding_dropout"] = (
+            MASK_BYTES * sbh * peak_inflight(actions, {0}) / sp_div
+        )
+    if p.pp * p.vpp - 1 in stages:
+        logits = 4 * m.seq_length / p.cp * b * m.vocab_size / t
+        items["activations.output_layer"] = 4 * sbh / sp_div + logits
+    if p.recompute == "full" and layers:
+        items["activations.recompute_working"] = max(
+            layer_activation_bytes(m, b, t, p.sp, "none", p.cp, m.is_moe_layer(i)) for i in layers
+        )
+    return items, count / p.vpp
+
+
+def _buffers(spec: ExperimentSpec, stage: int) -> dict[str, float]:
+    m, p = spec.model, spec.parallel
+    sbh = m.seq_length / p.cp * p.micro_batch_size * m.hidden_size
+    sp_div = p.tp if p.sp and p.tp > 1 else 1
+    items: dict[str, float] = {}
+    if p.pp > 1:  # send and receive, activations and gradients
+        items["buffers.pp_p2p"] = 4 * ACT_BYTES * sbh / sp_div
+    if p.sp and p.tp > 1:
+        items["buffers.sp_all_gather"] = ACT_BYTES * sbh
+    if p.zero_stage >= 2 and (p.dp or 1) * p.cp > 1:
+        items["buffers.dp_bucket"] = float(p.grad_bucket_size_bytes)
+    if p.zero_stage == 3:
+        items["buffers.zero3_gather"] = 2 * WEIGHT_BYTES * rank_params(spec, stage).largest_layer
+    if p.ep > 1 and m.is_moe:
+        items["buffers.ep_all_to_all"] = 2 * ACT_BYTES * sbh * m.moe_top_k / sp_div
+    return items
+
+
+def estimate_stage_memory(
+    spec: ExperimentSpec, capacity_bytes: float, stage: int
+) -> MemoryEstimate:
+    """Peak memory of pipeline rank ``stage`` (0-based)."""
+    p = spec.parallel
+    actions = get_schedule(p.pipeline_schedule)(p.pp, p.num_microbatches, p.vpp)[stage]
+    states = rank_model_states(spec, stage)
+    activations, inflight = _activations(spec, stage, actions)
+    buffers = _buffers(spec, stage)
+    breakdown = {
+        "weights": states.weights,
+        "gradients": states.gradients,
+        "optimizer": states.optimizer,
+        **activations,
+        **buffers,
+    }
+    return MemoryEstimate(
+        stage=stage,
+        weights_bytes=states.weights,
+        gradients_bytes=states.gradients,
+        optimizer_bytes=states.optimizer,
+        activations_bytes=sum(activations.values()),
+        buffers_bytes=sum(buffers.values()),
+        capacity_bytes=capacity_bytes,
+        inflight_microbatches=inflight,
+        breakdown=breakdown,
+    )
+
+
+def estimate_memory(
+    spec: ExperimentSpec, capacity_bytes: float, stage: int | None = None
+) -> MemoryEstimate:
+    """Peak memory of one pipeline rank, or of the worst rank when ``stage`` is None.
+
+    Args:
+        spec: a validated experiment (``parallel.dp`` resolved).
+        capacity_bytes: device memory, e.g. the catalog's ``hbm_capacity_bytes``.
+        stage: pipeline rank, or None for the rank with the highest peak.
+    """
+    if stage is not None:
+        return estimate_stage_memory(spec, capacity_bytes, stage)
+    estimates = [estimate_stage_memory(spec, capacity_bytes, r) for r in range(spec.parallel.pp)]
+    return max(estimates, key=lambda e: e.peak_bytes)

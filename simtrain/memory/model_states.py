@@ -1,0 +1,161 @@
+"""Model states per rank: parameters held under tp/pp/ep, and their bytes by ZeRO stage.
+
+Mixed-precision Adam keeps 16 bytes per parameter: 2 for the 16-bit weights, 2 for the 16-bit
+gradients and 12 for the fp32 master weights, momentum and variance (DESIGN.md "Key
+definitions"; ZeRO, Rajbhandari et al. 2020, §3). ZeRO shards them over the data-parallel
+group of size N: stage 1 the 12 optimizer bytes, stage 2 also the gradients, stage 3 also the
+weights. Example (ZeRO Figure 1, 7.5B parameters, N = 64): 120 GB replicated, then
+(2+2+12/64)·7.5 = 31.4 GB, (2+14/64)·7.5 = 16.6 GB and 16/64·7.5 = 1.9 GB.
+SGD with momentum keeps 8 optimizer bytes (fp32 master weights and momentum).
+
+Which parameters a pipeline rank holds: the layers of its model chunks (all layers split into
+``pp * vpp`` contiguous chunks, earlier chunks taking the remainder; rank r holds chunks
+``c * pp + r``; under DualPipe it holds stages r and pp-1-r of two model copies), the token
+embedding on the rank that runs stage 0 and the LM head and final norm on the rank that runs the
+last stage. Matrices are split over tp; norms, the output-projection bias and the position
+table stay replicated (as in Megatron); routed experts are split over ep × tp, and sharded by
+ZeRO over the expert-data-parallel group edp = dp·cp/ep instead of dp·cp.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simtrain.specs.experiment import ExperimentSpec
+from simtrain.workload.counts import attention_params_per_layer, mlp_params, norm_params
+
+WEIGHT_BYTES = 2
+GRAD_BYTES = 2
+OPTIMIZER_BYTES = {"adam": 12, "sgd": 8}
+
+
+@dataclass(frozen=True)
+class ModelStateBytes:
+    """Bytes of model state on one rank.
+
+    Attributes:
+        weights: 16-bit parameters.
+        gradients: 16-bit gradients.
+        optimizer: fp32 master weights and optimizer moments.
+    """
+
+    weights: float
+    gradients: float
+    optimizer: float
+
+    @property
+    def total(self) -> float:
+        """Sum of the three."""
+        return self.weights + self.gradients + self.optimizer
+
+    def __add__(self, other: ModelStateBytes) -> ModelStateBytes:
+        return ModelStateBytes(
+            self.weights + other.weights,
+            self.gradients + other.gradients,
+            self.optimizer + other.optimizer,
+        )
+
+
+def model_state_bytes(
+    num_params: float, zero_stage: int, shard_size: int, optimizer: str = "adam"
+) -> ModelStateBytes:
+    """Model-state bytes of ``num_params`` parameters under ZeRO ``zero_stage``.
+
+    Args:
+        num_params: parameters held by the rank before ZeRO sharding.
+        zero_stage: 0 (replicated), 1 (optimizer sharded), 2 (+ gradients), 3 (+ weights).
+        shard_size: ranks the states are sharded over (dp size or FSDP shard-group size).
+        optimizer: ``adam`` (12 optimizer bytes per parameter) or ``sgd`` (8).
+
+    Examples:
+        >>> round(model_state_bytes(7.5e9, 1, 64).total / 1e9, 1)
+        31.4
+    """
+    n = shard_size
+    return ModelStateBytes(
+        weights=num_params * WEIGHT_BYTES / (n if zero_stage >= 3 else 1),
+        gradients=num_params * GRAD_BYTES / (n if zero_stage >= 2 else 1),
+        optimizer=num_params * OPTIMIZER_BYTES[optimizer] / (n if zero_stage >= 1 else 1),
+    )
+
+
+@dataclass(frozen=True)
+class RankParams:
+    """Parameters one pipeline rank holds (after tp/ep splitting, before ZeRO).
+
+    Attributes:
+        dense: parameters replicated across the data-parallel group (everything but routed
+            experts).
+        experts: routed-expert parameters (replicated across the expert-data-parallel group).
+        largest_layer: parameters of the rank's largest layer (ZeRO-3 gathers one at a time).
+        layers: 0-based layers the rank holds (twice as many under DualPipe).
+    """
+
+    dense: float
+    experts: float
+    largest_layer: float
+    layers: tuple[int, ...]
+
+
+def rank_stages(pp: int, vpp: int, schedule: str, rank: int) -> tuple[int, ...]:
+    """Model stages (chunks, in units of ``num_layers / (pp * vpp)``) held by ``rank``.
+
+    Examples:
+        >>> rank_stages(4, 2, "interleaved", 1)
+        (1, 5)
+        >>> rank_stages(4, 1, "dualpipe", 1)
+        (1, 2)
+    """
+    if schedule == "dualpipe":
+        return tuple(sorted({rank, pp - 1 - rank}))
+    return tuple(c * pp + rank for c in range(vpp))
+
+
+def rank_params(spec: ExperimentSpec, rank: int) -> RankParams:
+    """Parameters held by pipeline rank ``rank`` under the spec's tp, pp, vpp and ep."""
+    m, p = spec.model, spec.parallel
+    num_stages = p.pp * p.vpp
+    base, extra = divmod(m.num_layers, num_stages)
+    starts = [s * base + min(s, extra) for s in range(num_stages + 1)]
+    stages = rank_stages(p.pp, p.vpp, p.pipeline_schedule, rank)
+    layers = tuple(i for s in stages for i in range(starts[s], starts[s + 1]))
+    dense = experts = largest = 0.0
+    h = m.hidden_size
+    for layer in layers:
+        attn = (attention_params_per_layer(m) - (h if m.use_bias else 0)) / p.tp
+        layer_dense = attn + (h if m.use_bias else 0) + 2 * norm_params(m)
+        layer_experts = 0.0
+        if m.is_moe_layer(layer):
+            expert = mlp_params(m, m.expert_ffn_size)
+            layer_experts = m.num_experts * expert / (p.ep * p.tp)
+            layer_dense += m.num_shared_experts * expert / p.tp + h * m.num_experts
+        else:
+            layer_dense += mlp_params(m, m.ffn_size) / p.tp
+        dense += layer_dense
+        experts += layer_experts
+        largest = max(largest, layer_dense + layer_experts)
+    # Under DualPipe the end ranks hold stage 0 of one copy and the last stage of the other.
+    if 0 in stages:
+        dense += m.vocab_size * h / p.tp
+        dense += m.seq_length * h if m.position_embedding == "learned" else 0
+    if num_stages - 1 in stages:
+        dense += norm_params(m)
+        # A tied head shares the embedding only when one stage holds both (Megatron keeps a
+        # synchronised copy on the last stage otherwise).
+        if not (m.tied_embeddings and num_stages == 1):
+            dense += m.vocab_size * h / p.tp
+    return RankParams(dense, experts, largest, layers)
+
+
+def rank_model_states(spec: ExperimentSpec, rank: int) -> ModelStateBytes:
+    """Model-state bytes of pipeline rank ``rank``.
+
+    Dense parameters are sharded by ZeRO over dp·cp, routed experts over edp = dp·cp/ep.
+    """
+    p = spec.parallel
+    params = rank_params(spec, rank)
+    dp_cp = (p.dp or 1) * p.cp
+    optimizer = spec.training.optimizer
+    return model_state_bytes(params.dense, p.zero_stage, dp_cp, optimizer) + model_state_bytes(
+        params.experts, p.zero_stage, dp_cp // p.ep, optimizer
+    )
