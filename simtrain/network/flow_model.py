@@ -3,7 +3,8 @@
 One collective is timed in isolation: the chosen algorithm turns it into phases of flows,
 each phase runs through the max-min fair flow model on the topology's routes, and NCCL's
 protocol costs are added (base latency once, per-step hop latency, bandwidth share). With
-``algorithm="auto"`` and ``protocol="auto"`` every valid pair is timed and the fastest wins,
+``algorithm="auto"`` and ``protocol="auto"`` every valid pair among the algorithms NCCL
+implements for the collective is timed and the fastest wins,
 as NCCL's tuner does with its own cost model. Results are cached by (kind, devices, size).
 
 ``protocol="none"`` drops protocol effects: catalog bandwidth and latency only, the
@@ -27,6 +28,16 @@ from simtrain.topology import Topology, build_topology
 
 PROTOCOL_CHOICES: tuple[str, ...] = ("auto", "none", *PROTOCOLS)
 """Valid ``protocol`` values."""
+AUTO_ALGORITHMS: dict[str, tuple[str, ...]] = {
+    "all_reduce": ("ring", "tree", "nvls"),
+    "all_gather": ("ring", "nvls"),
+    "reduce_scatter": ("ring", "nvls"),
+    "all_to_all": ("direct",),
+    "broadcast": ("ring",),
+    "reduce": ("ring",),
+}
+"""Algorithms ``auto`` chooses among: those NCCL implements for each collective (its tuner
+never picks the others, which stay available by name)."""
 
 
 @dataclass(frozen=True)
@@ -147,9 +158,8 @@ class FlowNetworkModel:
             return self._fastest_protocol(info.name, kind, schedule, self._multi_node(devices))
         best: CollectiveTiming | None = None
         reasons = []
-        for info in ALGORITHMS.values():
-            if kind not in info.kinds:
-                continue
+        for name in AUTO_ALGORITHMS[kind]:
+            info = ALGORITHMS[name]
             try:
                 schedule = info.build(kind, devices, size_bytes, self.topology)
             except SpecError as exc:
