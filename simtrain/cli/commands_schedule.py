@@ -1,0 +1,195 @@
+"""``simtrain schedule``: replay a pipeline schedule with abstract stage times, for teaching.
+
+Builds the schedule's action lists, replays them on the engine with fixed F/B/W durations and
+prints the bubble fraction, step time and peak in-flight microbatches per stage (or JSON), and
+optionally draws a Gantt chart (stages as rows, F/B/W coloured, labelled with microbatches).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from simtrain.cli.app import app, console
+from simtrain.errors import SpecError
+from simtrain.parallel.program import Program
+from simtrain.parallel.schedule_timing import (
+    ScheduleMetrics,
+    StageTimes,
+    schedule_metrics,
+    schedule_program,
+)
+from simtrain.parallel.schedules import SCHEDULES, build_schedule, format_grid
+
+# API argument names as the user typed them on the command line
+_FLAGS = {
+    "'num_microbatches'": "'--microbatches'",
+    "'pp'": "'--pp'",
+    "'vpp'": "'--vpp'",
+    "'forward_s'": "'--t-f'",
+    "'backward_s'": "'--t-b'",
+    "'weight_s'": "'--t-w'",
+    "'p2p_s'": "'--t-p2p'",
+    "'schedule'": "'--schedule'",
+}
+_COLOURS = {"F": "#4c72b0", "B": "#dd8452", "W": "#55a868"}
+
+
+def _closed_form(name: str, pp: int, m: int, vpp: int) -> tuple[str, float] | None:
+    """Textbook bubble fraction of a schedule at equal stage times, where one exists."""
+    if name in ("gpipe", "1f1b") or (name == "interleaved" and vpp == 1):
+        return "(p-1)/(m+p-1)", (pp - 1) / (m + pp - 1)
+    if name == "interleaved":
+        return "(p-1)/(v·m+p-1)", (pp - 1) / (vpp * m + pp - 1)
+    return None
+
+
+def _draw_gantt(
+    program: Program, start_s, end_s, title: str, path: Path
+) -> None:  # pragma: no cover - exercised through the CLI test
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    num_ranks = len(program.simulated_ranks)
+    step = float(max(end_s))
+    fig, ax = plt.subplots(figsize=(max(6.0, min(24.0, step * 0.35 + 2)), 0.6 * num_ranks + 1.4))
+    num_stages = 1 + max(t.stage for t in program.tasks)
+    for i, task in enumerate(program.tasks):
+        if task.stream != "compute":
+            continue
+        kind = task.label[len(str(task.stage))]
+        width = float(end_s[i] - start_s[i])
+        chunk = task.stage // num_ranks if num_stages > num_ranks else 0
+        ax.barh(
+            task.rank,
+            width,
+            left=float(start_s[i]),
+            height=0.8,
+            color=_COLOURS[kind],
+            alpha=1.0 - 0.35 * (chunk % 2),
+            edgecolor="white",
+            linewidth=0.6,
+        )
+        ax.text(
+            float(start_s[i]) + width / 2,
+            task.rank,
+            str(task.microbatch),
+            ha="center",
+            va="center",
+            fontsize=7,
+            color="white",
+        )
+    ax.set_yticks(range(num_ranks), [f"stage {r}" for r in range(num_ranks)])
+    ax.invert_yaxis()
+    ax.set_xlim(0, step)
+    ax.set_xlabel("time")
+    ax.set_title(title, fontsize=10)
+    kinds = sorted({t.label[len(str(t.stage))] for t in program.tasks if t.stream == "compute"})
+    ax.legend(
+        handles=[Patch(color=_COLOURS[k], label=k) for k in "FBW" if k in kinds],
+        loc="upper left",
+        bbox_to_anchor=(1.0, 1.0),
+        fontsize=8,
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=150)
+    plt.close(fig)
+
+
+def _table(metrics: ScheduleMetrics, start_s, end_s, program: Program) -> Table:
+    table = Table(title="per stage")
+    for column in ("stage", "busy", "idle", "bubble", "peak in-flight"):
+        table.add_column(column, justify="right")
+    step = metrics.step_time_s
+    for r, idle, peak in zip(
+        program.simulated_ranks,
+        metrics.bubble_time_s,
+        metrics.peak_inflight_microbatches,
+        strict=True,
+    ):
+        table.add_row(str(r), f"{step - idle:g}", f"{idle:g}", f"{idle / step:.2%}", f"{peak:g}")
+    return table
+
+
+@app.command()
+def schedule(
+    name: Annotated[str, typer.Option("--schedule", help=f"Schedule: {', '.join(SCHEDULES)}.")],
+    pp: Annotated[int, typer.Option("--pp", help="Pipeline stages (ranks).")],
+    microbatches: Annotated[int, typer.Option("--microbatches", help="Microbatches per step.")],
+    vpp: Annotated[
+        int, typer.Option("--vpp", help="Model chunks per rank (interleaved only).")
+    ] = 1,
+    t_f: Annotated[float, typer.Option("--t-f", help="Forward time of one stage.")] = 1.0,
+    t_b: Annotated[
+        float, typer.Option("--t-b", help="Full backward time of one stage (B + W).")
+    ] = 2.0,
+    t_w: Annotated[
+        float, typer.Option("--t-w", help="Weight-gradient part of the backward (split W).")
+    ] = 1.0,
+    t_p2p: Annotated[
+        float, typer.Option("--t-p2p", help="Transfer time between stages (0 = free).")
+    ] = 0.0,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Write the Gantt chart to this image file.")
+    ] = None,
+    grid: Annotated[bool, typer.Option("--grid", help="Also print the step × stage grid.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
+) -> None:
+    """Replay a pipeline schedule with abstract stage times: bubble, step time, memory.
+
+    Example: simtrain schedule --schedule interleaved --pp 4 --microbatches 8 --vpp 2 --out s.png
+    """
+    from simtrain.engine import run_program
+
+    try:
+        actions = build_schedule(name, pp, microbatches, vpp)
+        times = StageTimes(forward_s=t_f, backward_s=t_b, weight_s=t_w, p2p_s=t_p2p)
+    except SpecError as exc:
+        message = str(exc)
+        for api, flag in _FLAGS.items():
+            message = message.replace(api, flag)
+        raise SpecError(message) from None
+    program = schedule_program(actions, times)
+    result = run_program(program)
+    metrics = schedule_metrics(program, result.start_s, result.end_s)
+    closed = _closed_form(name, pp, microbatches, vpp)
+    title = (
+        f"{name}  p={pp} m={microbatches}"
+        + (f" v={vpp}" if vpp > 1 else "")
+        + f"  step {metrics.step_time_s:g}  bubble {metrics.bubble_fraction:.1%}"
+    )
+    if out is not None:
+        _draw_gantt(program, result.start_s, result.end_s, title, out)
+    if as_json:
+        report = {
+            "schedule": name,
+            "pp": pp,
+            "microbatches": microbatches,
+            "vpp": vpp,
+            "t_f": t_f,
+            "t_b": t_b,
+            "t_w": t_w,
+            "t_p2p": t_p2p,
+            "bubble_fraction": metrics.bubble_fraction,
+            "step_time": metrics.step_time_s,
+            "bubble_time": list(metrics.bubble_time_s),
+            "peak_inflight_microbatches": list(metrics.peak_inflight_microbatches),
+        }
+        typer.echo(json.dumps(report, indent=2))
+        return
+    if grid:
+        console.print(format_grid(actions), markup=False, highlight=False)
+    console.print(_table(metrics, result.start_s, result.end_s, program))
+    summary = f"{title}"
+    if closed is not None:
+        summary += f"  (closed form {closed[0]} = {closed[1]:.1%})"
+    console.print(summary, markup=False, highlight=False)
+    if out is not None:
+        console.print(f"Gantt chart written to {out}", markup=False, highlight=False)
