@@ -8,6 +8,7 @@ optionally draws a Gantt chart (stages as rows, F/B/W coloured, labelled with mi
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
@@ -49,8 +50,9 @@ def _closed_form(name: str, pp: int, m: int, vpp: int) -> tuple[str, float] | No
 
 
 def _draw_gantt(
-    program: Program, start_s, end_s, title: str, path: Path
-) -> None:  # pragma: no cover - exercised through the CLI test
+    program: Program, start_s: Sequence[float], end_s: Sequence[float], title: str, path: Path
+) -> None:
+    """Save a Gantt chart of the replay: one row per stage, bars coloured by F/B/W."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -86,7 +88,10 @@ def _draw_gantt(
             fontsize=7,
             color="white",
         )
-    ax.set_yticks(range(num_ranks), [f"stage {r}" for r in range(num_ranks)])
+    plain = all(t.stage == t.rank for t in program.tasks)
+    ax.set_yticks(
+        range(num_ranks), [f"{'stage' if plain else 'rank'} {r}" for r in range(num_ranks)]
+    )
     ax.invert_yaxis()
     ax.set_xlim(0, step)
     ax.set_xlabel("time")
@@ -103,7 +108,7 @@ def _draw_gantt(
     plt.close(fig)
 
 
-def _table(metrics: ScheduleMetrics, start_s, end_s, program: Program) -> Table:
+def _table(metrics: ScheduleMetrics, program: Program) -> Table:
     table = Table(title="per stage")
     for column in ("stage", "busy", "idle", "bubble", "peak in-flight"):
         table.add_column(column, justify="right")
@@ -180,14 +185,16 @@ def schedule(
             "bubble_fraction": metrics.bubble_fraction,
             "step_time": metrics.step_time_s,
             "bubble_time": list(metrics.bubble_time_s),
-            "peak_inflight_microbatches": list(metrics.peak_inflight_microbatches),
+            "peak_inflight_microbatches": [
+                int(x) if float(x).is_integer() else x for x in metrics.peak_inflight_microbatches
+            ],
         }
         typer.echo(json.dumps(report, indent=2))
         return
     if grid:
         console.print(format_grid(actions), markup=False, highlight=False)
-    console.print(_table(metrics, result.start_s, result.end_s, program))
-    summary = f"{title}"
+    console.print(_table(metrics, program))
+    summary = title
     if closed is not None:
         summary += f"  (closed form {closed[0]} = {closed[1]:.1%})"
     console.print(summary, markup=False, highlight=False)
