@@ -42,7 +42,7 @@ class MemoryEstimate:
         capacity_bytes: device memory.
         inflight_microbatches: peak microbatches in flight on this rank, in units of one
             pipeline stage (num_layers / pp layers): an interleaved chunk counts 1/v.
-        breakdown: bytes by finer item (``activations.layers``, ``buffers.pp_p2p``, ...).
+        breakdown_bytes: bytes by finer item (``activations.layers``, ``buffers.pp_p2p``, ...).
     """
 
     stage: int
@@ -53,7 +53,7 @@ class MemoryEstimate:
     buffers_bytes: float
     capacity_bytes: float
     inflight_microbatches: float
-    breakdown: dict[str, float] = field(default_factory=dict)
+    breakdown_bytes: dict[str, float] = field(default_factory=dict)
 
     @property
     def peak_bytes(self) -> float:
@@ -142,7 +142,7 @@ def estimate_stage_memory(
         buffers_bytes=sum(buffers.values()),
         capacity_bytes=capacity_bytes,
         inflight_microbatches=inflight,
-        breakdown=breakdown,
+        breakdown_bytes=breakdown,
     )
 
 

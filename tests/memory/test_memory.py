@@ -117,10 +117,10 @@ def test_first_stage_1f1b_activations_are_korthikanti_eq_5():
     spec = experiment(tp=T, sp=True, pp=p, dp=1, micro_batch_size=B)  # m = 16
     est = estimate_stage_memory(spec, 80e9, stage=0)
     eq5 = SBH * L / T * (34 + 5 * A * S / H)
-    assert est.breakdown["activations.layers"] == pytest.approx(eq5, rel=1e-12)
+    assert est.breakdown_bytes["activations.layers"] == pytest.approx(eq5, rel=1e-12)
     assert est.inflight_microbatches == p
     # embedding dropout s·b·h·p/t on the first stage
-    assert est.breakdown["activations.embedding_dropout"] == pytest.approx(SBH * p / T)
+    assert est.breakdown_bytes["activations.embedding_dropout"] == pytest.approx(SBH * p / T)
     assert "activations.output_layer" not in est.breakdown
 
 
@@ -131,7 +131,7 @@ def test_interleaved_multiplies_first_stage_activations():
     )
     est = estimate_stage_memory(spec, 80e9, stage=0)
     eq5 = SBH * L / T * (34 + 5 * A * S / H)
-    assert est.breakdown["activations.layers"] == pytest.approx(eq5 * (1 + (p - 1) / (p * v)))
+    assert est.breakdown_bytes["activations.layers"] == pytest.approx(eq5 * (1 + (p - 1) / (p * v)))
 
 
 def test_gpipe_stashes_every_microbatch():
@@ -139,13 +139,13 @@ def test_gpipe_stashes_every_microbatch():
     est = estimate_stage_memory(spec, 80e9, stage=2)
     assert est.inflight_microbatches == 16
     per_layer = layer_activation_bytes(GPT22B, B, T, True)
-    assert est.breakdown["activations.layers"] == pytest.approx(16 * 12 * per_layer)
+    assert est.breakdown_bytes["activations.layers"] == pytest.approx(16 * 12 * per_layer)
 
 
 def test_single_stage_adds_output_layer_term():
     spec = experiment(tp=T, sp=True, dp=1, micro_batch_size=B, global_batch_size=4)
     est = estimate_stage_memory(spec, 80e9, stage=0)
-    assert est.breakdown["activations.output_layer"] == pytest.approx(4 * SBH / T * (1 + V / H))
+    assert est.breakdown_bytes["activations.output_layer"] == pytest.approx(4 * SBH / T * (1 + V / H))
 
 
 def test_worst_stage_and_oom_verdict():
@@ -155,7 +155,7 @@ def test_worst_stage_and_oom_verdict():
     assert worst.peak_bytes == max(
         estimate_stage_memory(spec, 80e9, r).peak_bytes for r in range(4)
     )
-    assert worst.peak_bytes == pytest.approx(sum(worst.breakdown.values()))
+    assert worst.peak_bytes == pytest.approx(sum(worst.breakdown_bytes.values()))
     assert estimate_memory(spec, capacity_bytes=1e9).fits is False
     assert estimate_memory(spec, capacity_bytes=1e12).fits is True
 
@@ -180,13 +180,13 @@ def test_zero_and_experts_shard_over_their_groups():
     states = rank_model_states(spec, 0)
     assert states.optimizer == pytest.approx(12 * (params.dense / 8 + params.experts / 2))
     est = estimate_memory(spec, 80e9)
-    assert est.breakdown["buffers.ep_all_to_all"] > 0
+    assert est.breakdown_bytes["buffers.ep_all_to_all"] > 0
 
 
 def test_full_recompute_keeps_one_layer_working_set():
     spec = experiment(tp=T, pp=2, dp=1, micro_batch_size=B, recompute="full")
     est = estimate_stage_memory(spec, 80e9, stage=0)
-    assert est.breakdown["activations.layers"] == pytest.approx(2 * 24 * 2 * SBH)
-    assert est.breakdown["activations.recompute_working"] == pytest.approx(
+    assert est.breakdown_bytes["activations.layers"] == pytest.approx(2 * 24 * 2 * SBH)
+    assert est.breakdown_bytes["activations.recompute_working"] == pytest.approx(
         layer_activation_bytes(GPT22B, B, T)
     )
