@@ -121,7 +121,7 @@ def test_first_stage_1f1b_activations_are_korthikanti_eq_5():
     assert est.inflight_microbatches == p
     # embedding dropout s·b·h·p/t on the first stage
     assert est.breakdown_bytes["activations.embedding_dropout"] == pytest.approx(SBH * p / T)
-    assert "activations.output_layer" not in est.breakdown
+    assert "activations.output_layer" not in est.breakdown_bytes
 
 
 def test_interleaved_multiplies_first_stage_activations():
