@@ -154,7 +154,7 @@ class FlowSimulator:
         if not self._ids.size:
             return self._ids
         finite = np.isfinite(self._rates)
-        moved = np.where(finite, self._rates * dt_s, self._remaining)
+        moved = np.where(finite, np.where(finite, self._rates, 0.0) * dt_s, self._remaining)
         moved = np.minimum(moved, self._remaining)
         on_link = self._routes >= 0
         weights = np.broadcast_to(moved[:, None], self._routes.shape)[on_link]

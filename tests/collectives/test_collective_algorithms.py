@@ -1,0 +1,90 @@
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simtrain.collectives import ALGORITHMS
+from simtrain.errors import SpecError
+from simtrain.specs.cluster import ClusterSpec
+from simtrain.topology import build_topology
+
+TOPO = build_topology(ClusterSpec(accelerator="H100-SXM", num_gpus=64))
+
+# Bytes each algorithm must inject for a collective of size S on n ranks.
+EXPECTED_BYTES = {
+    ("ring", "all_reduce"): lambda n, s: 2 * (n - 1) * s,
+    ("ring", "all_gather"): lambda n, s: (n - 1) * s,
+    ("ring", "reduce_scatter"): lambda n, s: (n - 1) * s,
+    ("halving_doubling", "all_reduce"): lambda n, s: 2 * (n - 1) * s,
+    ("halving_doubling", "reduce_scatter"): lambda n, s: (n - 1) * s,
+    ("hierarchical", "all_reduce"): None,  # checked against its own formula below
+    ("direct", "all_to_all"): lambda n, s: (n - 1) * s,
+    ("direct", "all_gather"): lambda n, s: (n - 1) * s,
+    ("direct", "broadcast"): lambda n, s: (n - 1) * s,
+}
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.sampled_from(sorted(k for k, v in EXPECTED_BYTES.items() if v)),
+    st.sampled_from([2, 4, 8, 16, 32]),
+    st.floats(1e3, 1e9),
+)
+def test_bytes_sent_match_the_algorithm_volume(case, n, size):
+    algorithm, kind = case
+    schedule = ALGORITHMS[algorithm].build(kind, np.arange(n), size, TOPO)
+    assert schedule.bytes_sent == pytest.approx(EXPECTED_BYTES[case](n, size), rel=1e-9)
+
+
+@pytest.mark.parametrize("nodes,per_node", [(2, 8), (4, 4), (8, 2)])
+def test_hierarchical_bytes(nodes, per_node):
+    devices = np.array([node * 8 + i for node in range(nodes) for i in range(per_node)])
+    size = 1e6
+    schedule = ALGORITHMS["hierarchical"].build("all_reduce", devices, size, TOPO)
+    n, k, m = devices.size, per_node, nodes
+    intra = 2 * n * (k - 1) * size / k
+    inter = n * 2 * (m - 1) * size / (k * m)
+    assert schedule.bytes_sent == pytest.approx(intra + inter)
+
+
+def test_every_phase_flow_stays_inside_the_group():
+    devices = np.array([0, 1, 8, 9, 16, 17, 24, 25])
+    for info in ALGORITHMS.values():
+        for kind in info.kinds:
+            schedule = info.build(kind, devices, 1e6, TOPO)
+            for phase in schedule.phases:
+                ends = set(phase.src.tolist()) | set(phase.dst.tolist())
+                switches = set(TOPO.nvls_switch.tolist())
+                assert ends <= set(devices.tolist()) | switches, (info.name, kind)
+
+
+def test_ring_opens_one_channel_per_nic_across_nodes():
+    schedule = ALGORITHMS["ring"].build("all_reduce", np.arange(16), 1.0, TOPO)
+    phase = schedule.phases[0]
+    cross = (phase.src // 8) != (phase.dst // 8)
+    # 8 rings, each crossing both node boundaries once; every NIC sends exactly once
+    assert cross.sum() == 16
+    assert sorted((phase.src[cross] % 8).tolist()) == sorted(list(range(8)) * 2)
+
+
+def test_halving_doubling_needs_a_power_of_two():
+    with pytest.raises(SpecError, match="power-of-two"):
+        ALGORITHMS["halving_doubling"].build("all_reduce", np.arange(6), 1.0, TOPO)
+
+
+def test_hierarchical_needs_the_same_ranks_on_every_node():
+    with pytest.raises(SpecError, match="same number of group ranks"):
+        ALGORITHMS["hierarchical"].build("all_reduce", np.array([0, 1, 8]), 1.0, TOPO)
+
+
+def test_nvls_on_a100_nvswitch_is_refused():
+    a100 = build_topology(ClusterSpec(accelerator="A100-80GB", num_gpus=8))
+    with pytest.raises(SpecError, match="nvls needs NVSwitches"):
+        ALGORITHMS["nvls"].build("all_reduce", np.arange(8), 1.0, a100)
+
+
+def test_tree_depth_is_chain_plus_log2_nodes():
+    schedule = ALGORITHMS["tree"].build("all_reduce", np.arange(64), 1024.0, TOPO)
+    phase = schedule.phases[0]
+    # 8 nodes of 8: chain of 7 hops + floor(log2 8) = 3 tree hops, up and down
+    assert phase.num_latencies == 2 * (7 + 3)
