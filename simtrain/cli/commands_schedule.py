@@ -23,6 +23,7 @@ from simtrain.parallel.schedule_timing import (
     StageTimes,
     schedule_metrics,
     schedule_program,
+    task_action,
 )
 from simtrain.parallel.schedules import SCHEDULES, build_schedule, format_grid
 
@@ -63,10 +64,13 @@ def _draw_gantt(
     step = float(max(end_s))
     fig, ax = plt.subplots(figsize=(max(6.0, min(24.0, step * 0.35 + 2)), 0.6 * num_ranks + 1.4))
     num_stages = 1 + max(t.stage for t in program.tasks)
+    kinds = set()
     for i, task in enumerate(program.tasks):
-        if task.stream != "compute":
+        action = task_action(task)
+        if action is None:
             continue
-        kind = task.label[len(str(task.stage))]
+        kind = action.kind
+        kinds.add(kind)
         width = float(end_s[i] - start_s[i])
         chunk = task.stage // num_ranks if num_stages > num_ranks else 0
         ax.barh(
@@ -96,7 +100,6 @@ def _draw_gantt(
     ax.set_xlim(0, step)
     ax.set_xlabel("time")
     ax.set_title(title, fontsize=10)
-    kinds = sorted({t.label[len(str(t.stage))] for t in program.tasks if t.stream == "compute"})
     ax.legend(
         handles=[Patch(color=_COLOURS[k], label=k) for k in "FBW" if k in kinds],
         loc="upper left",

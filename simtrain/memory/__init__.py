@@ -12,6 +12,7 @@ from simtrain.memory.model_states import (
     rank_model_states,
     rank_params,
 )
+from simtrain.memory.timeline import memory_timeline
 
 __all__ = [
     "MemoryEstimate",
@@ -20,6 +21,7 @@ __all__ = [
     "estimate_memory",
     "estimate_stage_memory",
     "layer_activation_bytes",
+    "memory_timeline",
     "model_state_bytes",
     "peak_inflight",
     "rank_model_states",

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from simtrain.memory.activations import ACT_BYTES, MASK_BYTES, layer_activation_bytes, peak_inflight
 from simtrain.memory.model_states import WEIGHT_BYTES, rank_model_states, rank_params, rank_stages
-from simtrain.parallel.schedules import get_schedule
+from simtrain.parallel.schedules import Action, get_schedule
 from simtrain.specs.experiment import ExperimentSpec
 
 
@@ -40,6 +40,8 @@ class MemoryEstimate:
         activations_bytes: activations at the peak number of microbatches in flight.
         buffers_bytes: communication buffers.
         capacity_bytes: device memory.
+        chunk_activation_bytes: layer activations of one (stage, microbatch) pair of this rank
+            (what a forward allocates and its backward frees).
         inflight_microbatches: peak microbatches in flight on this rank, in units of one
             pipeline stage (num_layers / pp layers): an interleaved chunk counts 1/v.
         breakdown_bytes: bytes by finer item (``activations.layers``, ``buffers.pp_p2p``, ...).
@@ -52,6 +54,7 @@ class MemoryEstimate:
     activations_bytes: float
     buffers_bytes: float
     capacity_bytes: float
+    chunk_activation_bytes: float
     inflight_microbatches: float
     breakdown_bytes: dict[str, float] = field(default_factory=dict)
 
@@ -72,7 +75,9 @@ class MemoryEstimate:
         return self.peak_bytes <= self.capacity_bytes
 
 
-def _activations(spec: ExperimentSpec, stage: int, actions: list) -> tuple[dict[str, float], float]:
+def _activations(
+    spec: ExperimentSpec, stage: int, actions: list[Action]
+) -> tuple[dict[str, float], float, float]:
     m, p = spec.model, spec.parallel
     b, t = p.micro_batch_size, p.tp
     sp_div = t if p.sp and t > 1 else 1
@@ -82,8 +87,8 @@ def _activations(spec: ExperimentSpec, stage: int, actions: list) -> tuple[dict[
         layer_activation_bytes(m, b, t, p.sp, p.recompute, p.cp, m.is_moe_layer(i)) for i in layers
     ]
     count = peak_inflight(actions)
-    # a (stage, microbatch) pair holds the layers of one of the rank's chunks
-    items = {"activations.layers": count * sum(per_layer) / len(stages)}
+    chunk = sum(per_layer) / len(stages)  # a (stage, microbatch) holds one chunk's layers
+    items = {"activations.layers": count * chunk}
     sbh = m.seq_length / p.cp * b * m.hidden_size
     if 0 in stages:
         items["activations.embedding_dropout"] = (
@@ -96,7 +101,7 @@ def _activations(spec: ExperimentSpec, stage: int, actions: list) -> tuple[dict[
         items["activations.recompute_working"] = max(
             layer_activation_bytes(m, b, t, p.sp, "none", p.cp, m.is_moe_layer(i)) for i in layers
         )
-    return items, count / p.vpp
+    return items, chunk, count / p.vpp
 
 
 def _buffers(spec: ExperimentSpec, stage: int) -> dict[str, float]:
@@ -124,7 +129,7 @@ def estimate_stage_memory(
     p = spec.parallel
     actions = get_schedule(p.pipeline_schedule)(p.pp, p.num_microbatches, p.vpp)[stage]
     states = rank_model_states(spec, stage)
-    activations, inflight = _activations(spec, stage, actions)
+    activations, chunk, inflight = _activations(spec, stage, actions)
     buffers = _buffers(spec, stage)
     breakdown = {
         "weights": states.weights,
@@ -141,6 +146,7 @@ def estimate_stage_memory(
         activations_bytes=sum(activations.values()),
         buffers_bytes=sum(buffers.values()),
         capacity_bytes=capacity_bytes,
+        chunk_activation_bytes=chunk,
         inflight_microbatches=inflight,
         breakdown_bytes=breakdown,
     )

@@ -28,12 +28,13 @@ fraction (p-1)/(m+p-1) for GPipe and 1F1B, (p-1)/(v·m+p-1) for interleaved, ZB-
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from simtrain.errors import SpecError
 from simtrain.parallel.program import Program, Task
-from simtrain.parallel.schedules.base import RankActions, action_deps, num_stages_of
+from simtrain.parallel.schedules.base import Action, RankActions, action_deps, num_stages_of
 
 
 @dataclass(frozen=True)
@@ -144,28 +145,65 @@ class ScheduleMetrics:
     peak_inflight_microbatches: tuple[float, ...]
 
 
+_ACTION_LABEL = re.compile(r"^(\d+)([FBW])(\d+)")
+
+
+def task_action(task: Task) -> Action | None:
+    """The schedule action a compute task belongs to, read from its label (``0F3...``).
+
+    Both the abstract program here and the per-op programs of the builder label every compute
+    task of an action with ``str(action)`` (optionally followed by more text).
+
+    Examples:
+        >>> task_action(Task(rank=0, stream="compute", label="2B5"))
+        Action(stage=2, kind='B', microbatch=5)
+        >>> task_action(Task(rank=0, stream="compute", label="optimizer")) is None
+        True
+    """
+    match = _ACTION_LABEL.match(task.label)
+    if task.stream != "compute" or match is None:
+        return None
+    return Action(int(match[1]), match[2], int(match[3]))  # type: ignore[arg-type]
+
+
+def inflight_intervals(
+    program: Program, start_s: Sequence[float], end_s: Sequence[float], rank: int
+) -> dict[tuple[int, int], tuple[float, float]]:
+    """When each (stage, microbatch) of ``rank`` holds activations: (first F start, last B end).
+
+    An action may span several tasks (one per layer in a per-op program); activations live
+    from the start of its first forward task to the end of its last input-gradient task.
+    """
+    alloc: dict[tuple[int, int], float] = {}
+    free: dict[tuple[int, int], float] = {}
+    for i, task in enumerate(program.tasks):
+        action = task_action(task) if task.rank == rank else None
+        if action is None or action.kind == "W":
+            continue
+        key = (action.stage, action.microbatch)
+        if action.kind == "F":
+            alloc[key] = min(alloc.get(key, float("inf")), float(start_s[i]))
+        else:
+            free[key] = max(free.get(key, float("-inf")), float(end_s[i]))
+    return {key: (t, free.get(key, float("inf"))) for key, t in alloc.items()}
+
+
 def inflight_timeline(
     program: Program, start_s: Sequence[float], end_s: Sequence[float], rank: int
 ) -> list[tuple[float, float]]:
     """In-flight microbatches of ``rank`` over the step, as (time, count after the event).
 
-    Activations are allocated when a forward starts and freed when its backward (B) ends;
-    at equal times frees come first (a rank's next forward starts as its backward ends).
+    Counts are in units of one full stage (an interleaved chunk counts 1/v). At equal times
+    frees come first (a rank's next forward starts as its backward ends).
     """
-    compute = [i for i, t in enumerate(program.tasks) if t.stream == "compute"]
-    num_stages = 1 + max(program.tasks[i].stage for i in compute)
+    actions = [task_action(t) for t in program.tasks]
+    num_stages = 1 + max(a.stage for a in actions if a is not None)
     per_chunk = len(program.simulated_ranks) / num_stages
     events = []
-    for i in compute:
-        task = program.tasks[i]
-        if task.rank != rank:
-            continue
-        if task.label[len(str(task.stage))] == "F":
-            events.append((float(start_s[i]), 1, 1))
-        elif task.label[len(str(task.stage))] == "B":
-            events.append((float(end_s[i]), 0, -1))
+    for alloc_s, free_s in inflight_intervals(program, start_s, end_s, rank).values():
+        events += [(alloc_s, 1), (free_s, -1)]
     timeline, count = [], 0
-    for time_s, _, delta in sorted(events):
+    for time_s, delta in sorted(events):
         count += delta
         timeline.append((time_s, count * per_chunk))
     return timeline

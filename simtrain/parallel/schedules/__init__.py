@@ -40,8 +40,39 @@ __all__ = [
     "get_schedule",
     "num_stages_of",
     "register_schedule",
+    "split_backwards",
+    "stage_rank",
     "validate_schedule",
 ]
+
+
+def stage_rank(name: str, stage: int, microbatch: int, pp: int, num_microbatches: int) -> int:
+    """Pipeline rank that runs ``stage`` for ``microbatch`` under schedule ``name``.
+
+    Virtual stage s runs on rank s mod pp (plain and interleaved schedules); under DualPipe the
+    microbatch's direction decides (:func:`dualpipe_rank_of`).
+
+    Examples:
+        >>> stage_rank("interleaved", 5, 0, pp=4, num_microbatches=8)
+        1
+        >>> stage_rank("dualpipe", 1, 6, pp=4, num_microbatches=8)
+        2
+    """
+    if name == "dualpipe":
+        return dualpipe_rank_of(Action(stage, "F", microbatch), pp, num_microbatches)
+    return stage % pp
+
+
+def split_backwards(actions: list[Action]) -> set[tuple[int, int]]:
+    """(stage, microbatch) pairs whose backward is split into B and a later W on this rank.
+
+    Decide per pair, not per rank: DualPipe splits only some of a rank's backwards.
+
+    Examples:
+        >>> sorted(split_backwards(build_schedule("dualpipe", 2, 4)[0]))
+        [(0, 1)]
+    """
+    return {(a.stage, a.microbatch) for a in actions if a.kind == "W"}
 
 
 def build_schedule(name: str, pp: int, num_microbatches: int, vpp: int = 1) -> RankActions:
