@@ -19,11 +19,10 @@ from rich.table import Table
 
 from simtrain.cli.app import app, console, fail
 from simtrain.errors import SpecError
+from simtrain.paths import data_dir
 from simtrain.specs.cluster import ClusterSpec
 from simtrain.specs.loader import format_validation_error, load_yaml_tree
 
-PRESET_DIR = Path(__file__).resolve().parents[2] / "topologies"
-"""Folder of the topology presets shipped with simtrain."""
 MAX_DRAWN_NODES = 400
 """Largest graph (devices + switches) that ``--png`` draws legibly."""
 _UNITS = {"": 1, "B": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
@@ -37,8 +36,8 @@ BUSBW_FACTOR = {
 
 
 def presets() -> list[str]:
-    """Names of the shipped topology presets."""
-    return sorted(p.stem for p in PRESET_DIR.glob("*.yaml"))
+    """Names of the shipped topology presets (``topologies/*.yaml``)."""
+    return sorted(p.stem for p in data_dir("topologies").glob("*.yaml"))
 
 
 def load_cluster(source: str) -> ClusterSpec:
@@ -54,7 +53,7 @@ def load_cluster(source: str) -> ClusterSpec:
                 f"'--topology' must be a YAML file or a preset (got {source!r}; "
                 f"presets: {', '.join(presets())})"
             )
-        path = PRESET_DIR / f"{source}.yaml"
+        path = data_dir("topologies") / f"{source}.yaml"
     data = load_yaml_tree(path)
     if not isinstance(data.get("cluster"), dict):
         raise SpecError(f"'{path}' must have a top-level 'cluster:' mapping")
