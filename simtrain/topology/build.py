@@ -2,18 +2,34 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from simtrain.catalog import get_accelerator, get_link
 from simtrain.errors import SpecError
 from simtrain.specs.cluster import ClusterSpec
 from simtrain.specs.hardware import LinkSpec
+from simtrain.specs.topology import TopologySpec
 from simtrain.topology.base import LinkTable, Topology
 from simtrain.topology.fat_tree import build_clos, fat_tree_leaves
 from simtrain.topology.node_fabric import NVLS_LINKS, build_node_fabric, default_node_fabric
 from simtrain.topology.rail import rail_leaves
 from simtrain.topology.routing import ClusterRouter
 from simtrain.topology.torus import build_torus
+
+CLOS_FIELDS = (
+    "oversubscription",
+    "pod_oversubscription",
+    "switch_radix",
+    "num_tiers",
+    "leaf_down_ports",
+    "leaves_per_pod",
+    "spines_per_pod",
+)
+"""TopologySpec fields read only by the Clos kinds."""
+TORUS_FIELDS = ("torus_shape", "torus_wraparound")
+"""TopologySpec fields read only by torus_3d."""
 
 
 def cluster_links(cluster: ClusterSpec) -> tuple[LinkSpec, LinkSpec]:
@@ -42,7 +58,9 @@ def build_topology(cluster: ClusterSpec) -> Topology:
     up, out = cluster_links(cluster)
     table = LinkTable()
     if spec.kind == "torus_3d":
+        warn_unused(spec, (*CLOS_FIELDS, "node_fabric"), "topology.kind is torus_3d")
         return _torus(cluster, table, up)
+    warn_unused(spec, TORUS_FIELDS, f"topology.kind is {spec.kind}")
     g = min(cluster.gpus_per_node, num_gpus)
     if num_gpus % g:
         raise SpecError(
@@ -153,3 +171,14 @@ def _finish(
         node_fabric=node_fabric,
         details=details,
     )
+
+
+def warn_unused(spec: TopologySpec, fields: tuple[str, ...], reason: str) -> None:
+    """Warn about fields the user set that this wiring never reads (STYLE.md: warn on no-ops)."""
+    for name in fields:
+        if name in spec.model_fields_set:
+            warnings.warn(
+                f"cluster.topology.{name}={getattr(spec, name)} has no effect: {reason}",
+                UserWarning,
+                stacklevel=3,
+            )

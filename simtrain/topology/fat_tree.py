@@ -16,7 +16,6 @@ full-rate uplinks, except for how ECMP collisions fall.
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -107,7 +106,6 @@ def build_clos(
         )
     details = {"leaves": str(num_leaves), "tiers": str(tiers if leaves_per_plane > 1 else 1)}
     if leaves_per_plane == 1:
-        _warn_unused(spec, ("oversubscription", "pod_oversubscription"))
         empty = ClosFabric(
             nic_up, nic_down, leaf_of_nic, np.zeros(num_leaves, int), None, None, None, None, 1, 1
         )
@@ -132,7 +130,6 @@ def build_clos(
     details["spines"] = str(spines.size)
     details["leaf uplink"] = f"{uplink_bw / 1e9:.1f} GB/s x {spines_per_group}"
     if num_pods == 1:
-        _warn_unused(spec, ("pod_oversubscription",))
         fabric = ClosFabric(
             nic_up, nic_down, leaf_of_nic, group_of_leaf, leaf_up, leaf_down, None, None, 2, 1
         )
@@ -184,15 +181,3 @@ def fat_tree_leaves(num_nodes: int, nics: int, down_ports: int) -> tuple[np.ndar
     ports = np.arange(num_nodes * nics).reshape(num_nodes, nics)
     leaf = ports // down_ports
     return leaf, np.zeros(int(leaf.max()) + 1, dtype=np.int64)
-
-
-def _warn_unused(spec: TopologySpec, fields: tuple[str, ...]) -> None:
-    """Warn about fields set away from their default that this wiring never reads."""
-    for name in fields:
-        if getattr(spec, name) != TopologySpec.model_fields[name].default:
-            warnings.warn(
-                f"cluster.topology.{name}={getattr(spec, name)} has no effect: the cluster "
-                "has no switch tier above it",
-                UserWarning,
-                stacklevel=3,
-            )

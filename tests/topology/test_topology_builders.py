@@ -120,9 +120,18 @@ def test_oversubscription_divides_bisection():
     )
 
 
-def test_unused_pod_oversubscription_warns():
-    with pytest.warns(UserWarning, match="pod_oversubscription"):
-        build_topology(cluster(num_gpus=16, topology={"pod_oversubscription": 7}))
+def test_torus_field_on_a_clos_warns():
+    with pytest.warns(UserWarning, match="torus_shape"):
+        build_topology(cluster(num_gpus=16, topology={"torus_shape": (2, 2, 4)}))
+
+
+def test_clos_field_on_a_torus_warns():
+    with pytest.warns(UserWarning, match="oversubscription"):
+        build_topology(
+            cluster(
+                "TPUv4", 64, gpus_per_node=4, topology={"kind": "torus_3d", "oversubscription": 2}
+            )
+        )
 
 
 @pytest.mark.parametrize("path", PRESETS, ids=[p.stem for p in PRESETS])
