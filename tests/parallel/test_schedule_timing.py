@@ -137,3 +137,13 @@ def test_stage_times_reject_weight_longer_than_backward():
         StageTimes(1.0, 1.0, 2.0)
     with pytest.raises(SpecError, match="'forward_s' must be >= 0"):
         StageTimes(-1.0)
+
+
+@pytest.mark.parametrize("pp", [2, 4, 6, 8])
+def test_dualpipe_bubble_and_memory_do_not_grow_with_microbatches(pp):
+    # pipeline-theory.md §9 notes: "Neither its bubble nor its activation memory grows with m."
+    small, large = replay("dualpipe", pp, 2 * pp), replay("dualpipe", pp, 4 * pp + 2)
+    assert small.bubble_time_s == pytest.approx(large.bubble_time_s)
+    assert small.peak_inflight_microbatches == large.peak_inflight_microbatches
+    # half the 1F1B bubble or better: (p-1)(T_F+T_B+T_W) for 1F1B at equal times
+    assert max(small.bubble_time_s) <= (pp - 1) * 3 / 2

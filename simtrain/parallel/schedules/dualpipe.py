@@ -17,6 +17,11 @@ The order of each rank follows the eight phases of the reference implementation
 and a deferred W (taken FIFO from a queue); the others are full backwards (no W). The first
 rank holds p+1 microbatches in flight (``pipeline-theory.md`` §9, DeepSeek-V3 Table 2).
 Requires p even and m even with m >= 2p.
+
+Replayed with F and B run one after the other (the overlap of a forward with a backward chunk
+is a communication overlap, not modelled in abstract timing) and free communication, the bubble
+per rank does not grow with m, as DeepSeek states; it comes out below DeepSeek's
+(p/2 - 1)(F&B + B - 3W) with F&B = F + B (e.g. p = 8, T_F = 1, T_B + T_W = 2, T_W = 1: 3 vs 6).
 """
 
 from __future__ import annotations
