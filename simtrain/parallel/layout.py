@@ -241,6 +241,19 @@ class RankLayout:
         names = self._grid_axes(axes)
         return (self._expert if names[0] else self._dense).group_of(rank, names[1])
 
+    def within_node(self, axes: str, gpus_per_node: int) -> bool:
+        """Whether every group along ``axes`` sits inside one node of ``gpus_per_node`` ranks.
+
+        Ranks fill nodes in order (rank // gpus_per_node is the node), so with the default order
+        a tp group of at most gpus_per_node ranks stays on NVLink.
+
+        Examples:
+            >>> layout = RankLayout({"tp": 8, "dp": 2})
+            >>> layout.within_node("tp", 8), layout.within_node("dp", 8)
+            (True, False)
+        """
+        return all(len({r // gpus_per_node for r in group}) == 1 for group in self.groups(axes))
+
     def _check_rank(self, rank: int) -> None:
         if not 0 <= rank < self.world_size:
             raise SpecError(f"'rank' must be in [0, {self.world_size}) (got {rank})")

@@ -120,3 +120,10 @@ def test_bad_queries():
         layout.rank({"tp": 2})
     with pytest.raises(SpecError, match=r"'coords\.ep' must be 1 "):
         layout.rank({"tp": 0, "dp": 1, "ep": 0})
+
+
+def test_tensor_parallel_stays_inside_a_node_only_when_innermost():
+    assert RankLayout({"tp": 8, "dp": 4, "pp": 2}).within_node("tp", 8)
+    assert not RankLayout({"tp": 8, "dp": 4, "pp": 2}, order="dp-tp-cp-ep-pp").within_node("tp", 8)
+    assert RankLayout({"tp": 4, "cp": 2, "dp": 2}).within_node("tp-cp", 8)
+    assert not RankLayout({"tp": 4, "cp": 2, "dp": 2}).within_node("dp", 8)
