@@ -6,11 +6,15 @@ Importing this package registers every built-in schedule: ``gpipe``, ``1f1b``, `
 
 from __future__ import annotations
 
-from simtrain.parallel.schedules import dualpipe as _dualpipe
+# Import order is registration order, the order users see the names in.
+# isort: off
 from simtrain.parallel.schedules import gpipe as _gpipe
-from simtrain.parallel.schedules import interleaved as _interleaved
 from simtrain.parallel.schedules import one_f_one_b as _one_f_one_b
+from simtrain.parallel.schedules import interleaved as _interleaved
 from simtrain.parallel.schedules import zero_bubble as _zero_bubble
+from simtrain.parallel.schedules import dualpipe as _dualpipe
+
+# isort: on
 from simtrain.parallel.schedules.base import (
     SCHEDULES,
     Action,
