@@ -127,7 +127,9 @@ def estimate_stage_memory(
 ) -> MemoryEstimate:
     """Peak memory of pipeline rank ``stage`` (0-based)."""
     p = spec.parallel
-    actions = get_schedule(p.pipeline_schedule)(p.pp, p.num_microbatches, p.vpp)[stage]
+    # one stage is plain gradient accumulation, whatever the schedule (as the builder runs it)
+    name = p.pipeline_schedule if p.pp > 1 else "1f1b"
+    actions = get_schedule(name)(p.pp, p.num_microbatches, p.vpp)[stage]
     states = rank_model_states(spec, stage)
     activations, chunk, inflight = _activations(spec, stage, actions)
     buffers = _buffers(spec, stage)

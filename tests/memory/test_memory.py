@@ -145,7 +145,9 @@ def test_gpipe_stashes_every_microbatch():
 def test_single_stage_adds_output_layer_term():
     spec = experiment(tp=T, sp=True, dp=1, micro_batch_size=B, global_batch_size=4)
     est = estimate_stage_memory(spec, 80e9, stage=0)
-    assert est.breakdown_bytes["activations.output_layer"] == pytest.approx(4 * SBH / T * (1 + V / H))
+    assert est.breakdown_bytes["activations.output_layer"] == pytest.approx(
+        4 * SBH / T * (1 + V / H)
+    )
 
 
 def test_worst_stage_and_oom_verdict():
@@ -190,3 +192,9 @@ def test_full_recompute_keeps_one_layer_working_set():
     assert est.breakdown_bytes["activations.recompute_working"] == pytest.approx(
         layer_activation_bytes(GPT22B, B, T)
     )
+
+
+def test_single_stage_is_gradient_accumulation_whatever_the_schedule():
+    for schedule in ("gpipe", "dualpipe", "zb-h2"):
+        spec = experiment(dp=1, micro_batch_size=B, pipeline_schedule=schedule)  # m = 16
+        assert estimate_stage_memory(spec, 80e9, 0).inflight_microbatches == 1
