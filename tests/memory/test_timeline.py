@@ -31,3 +31,20 @@ def test_timeline_peak_equals_estimate_when_the_engine_keeps_the_order(schedule,
         assert timeline[0][1] == pytest.approx(
             estimate.peak_bytes - estimate.breakdown_bytes["activations.layers"]
         )
+
+
+@pytest.mark.parametrize(("schedule", "vpp"), [("1f1b", 1), ("interleaved", 2), ("zb-h2", 1)])
+def test_timeline_of_a_full_simulation_peaks_at_the_estimate(schedule, vpp):
+    # per-op programs label every compute task of an action with str(action)
+    from simtrain.api import simulate
+
+    small = ModelSpec(num_layers=8, hidden_size=512, num_heads=8, vocab_size=1024, seq_length=512)
+    par = ParallelSpec(dp=1, pp=4, vpp=vpp, pipeline_schedule=schedule, global_batch_size=8)
+    spec = ExperimentSpec(
+        model=small, parallel=par, cluster=ClusterSpec(accelerator="A100-80GB", num_gpus=4)
+    )
+    result = simulate(spec)
+    for rank in range(4):
+        estimate = estimate_stage_memory(spec, 80e9, rank)
+        timeline = memory_timeline(result.program, result.start_s, result.end_s, rank, estimate)
+        assert max(b for _, b in timeline) == pytest.approx(estimate.peak_bytes)
