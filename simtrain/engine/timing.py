@@ -11,12 +11,22 @@ def task_durations(program: Program, compute: ComputeModel, network: NetworkMode
     """Seconds of each task: a fixed duration, the sum of its compute ops, or its transfer.
 
     Compute ops of identical shape are timed once (the compute model caches by op), and so
-    are collectives of identical kind, group and size (the network model caches).
+    are collectives of identical kind, group and size (the network model caches). Tasks on
+    the ``compute`` stream must hold compute ops only.
     """
     durations = []
+    # Builders share one ops tuple among all tasks cut from the same op sequence, so a
+    # compute task's duration is computed once per distinct tuple.
+    compute_cache: dict[int, float] = {}
     for task in program.tasks:
         if task.duration_s is not None:
             durations.append(task.duration_s)
+            continue
+        if task.stream == "compute":
+            cached = compute_cache.get(id(task.ops))
+            if cached is None:
+                cached = compute_cache[id(task.ops)] = sum(map(compute.op_time_s, task.ops))
+            durations.append(cached)
             continue
         total = 0.0
         for op in task.ops:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from simtrain.parallel.layout import DENSE_AXES, RankLayout
 from simtrain.parallel.program import Program, Task
 from simtrain.parallel.schedules import get_schedule
+from simtrain.parallel.segments import Segment, segment_ops
 from simtrain.specs.experiment import ExperimentSpec
 from simtrain.workload.ops import Op
 from simtrain.workload.transformer import (
@@ -76,19 +77,27 @@ class _RankBuilder:
     deferred: list[int] = field(default_factory=list)
     last_compute: int | None = None
     comm_seq: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    groups: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
     def add(self, task: Task, deps: Sequence[Dep]) -> int:
         index = self.program.add(task)
         self.deps[index] = list(deps)
         return index
 
+    def group(self, axis: str) -> tuple[int, ...]:
+        """The rank's process group along ``axis`` (cached: looked up once per axis)."""
+        group = self.groups.get(axis)
+        if group is None:
+            group = self.groups[axis] = tuple(self.layout.group_of(self.rank, axis))
+        return group
+
     def comm(self, op: Op, label: str, microbatch: int) -> int:
-        """Append a collective on the op's axis; it waits for the last compute task."""
-        group = tuple(self.layout.group_of(self.rank, op.axis))
+        """Append a collective on the op's axis after the last compute task."""
+        group = self.group(op.axis)
         seq = self.comm_seq[op.axis]
         self.comm_seq[op.axis] += 1
         producer = [self.last_compute] if self.last_compute is not None else []
-        return self.add(
+        index = self.add(
             Task(
                 rank=self.rank,
                 stream=f"{op.axis}_comm",
@@ -99,19 +108,24 @@ class _RankBuilder:
                 collective_key=f"{op.axis}|{group[0]}|{seq}" if len(group) > 1 else "",
                 microbatch=microbatch,
             ),
-            producer,
+            producer + self.waiting,
         )
+        self.waiting = []
+        return index
 
-    def emit(self, ops: Sequence[Op], label: str, stage: int, microbatch: int) -> dict[int, int]:
-        """Append ``ops`` as tasks; return the last compute task of each layer touched."""
+    def emit(
+        self, segments: Sequence[Segment], label: str, stage: int, microbatch: int
+    ) -> dict[int, int]:
+        """Append ``segments`` as tasks; return the last compute task of each layer touched."""
         last_of_layer: dict[int, int] = {}
-        buffer: list[Op] = []
-
-        def flush() -> None:
-            nonlocal buffer
-            if not buffer:
-                return
-            phase = buffer[0].phase
+        for seg in segments:
+            if seg.is_comm:
+                self.deferred.append(self.comm(seg.ops[0], label, microbatch))
+                continue
+            if seg.waits_for_comm:
+                self.waiting += self.deferred
+                self.deferred = []
+            phase = seg.ops[0].phase
             category = {"recompute": "recompute", "optimizer": "optimizer"}.get(phase, "compute")
             index = self.add(
                 Task(
@@ -119,28 +133,15 @@ class _RankBuilder:
                     "compute",
                     label,
                     category,
-                    tuple(buffer),
+                    seg.ops,
                     stage=stage,
                     microbatch=microbatch,
                 ),
                 self.waiting,
             )
-            last_of_layer[buffer[0].layer] = index
-            self.last_compute, self.waiting, buffer = index, [], []
-
-        for op in ops:
-            if op.is_comm:
-                flush()
-                self.deferred.append(self.comm(op, label, microbatch))
-                continue
-            if buffer and (op.layer != buffer[0].layer or op.phase != buffer[0].phase):
-                flush()
-            if self.deferred and op.phase != "bwd_weight":
-                flush()
-                self.waiting += self.deferred
-                self.deferred = []
-            buffer.append(op)
-        flush()
+            for op in seg.ops:
+                last_of_layer[op.layer] = index
+            self.last_compute, self.waiting = index, []
         return last_of_layer
 
     def settle(self) -> list[Dep]:
@@ -259,6 +260,7 @@ class _StepAssembler:
             weights={r: (1 if full else world // p.pp) for r in ranks},
         )
         self.deps: dict[int, list[Dep]] = {}
+        self._segment_cache: dict[tuple[int, str, bool], tuple[Segment, ...]] = {}
         self.p2p: dict[str, int] = {}
         # Activations cross stages scattered over the TP group (Narayanan et al. §4.1).
         self.p2p_bytes = (
@@ -266,6 +268,15 @@ class _StepAssembler:
         )
         self.grad_bytes = GRAD_BYTES[spec.training.grad_reduce_dtype]
         self.dp_axis = "dp-cp" if p.cp > 1 else "dp"
+
+    def _segments(self, chunk: int, body: str, split_layers: bool) -> tuple[Segment, ...]:
+        """Segments of one chunk's forward/backward/weight ops, cut once and shared."""
+        key = (chunk, body, split_layers)
+        cached = self._segment_cache.get(key)
+        if cached is None:
+            ops = getattr(self.chunks[chunk], body)
+            cached = self._segment_cache[key] = segment_ops(ops, split_layers)
+        return cached
 
     def build(self) -> Program:
         """Assemble all simulated ranks, then resolve cross-rank dependencies."""
@@ -313,44 +324,40 @@ class _StepAssembler:
         split_w = any(a.kind == "W" for a in actions)
         grads = _GradientReducer(rb, self.dp_axis, p.zero_stage, p.grad_bucket_size_bytes)
         local_elements = 0
+        last_mb = p.num_microbatches - 1
+        hooks = p.overlap_grad_reduce and len(grads.group) > 1
         for action in actions:
             chunk, mb, label = action.stage, action.microbatch, str(action)
-            ops = self.chunks[chunk]
             if action.kind == "F":
                 if chunk > 0:
                     rb.waiting.append(f"F{chunk - 1}:{mb}")
-                rb.emit(ops.forward, label, chunk, mb)
+                rb.emit(self._segments(chunk, "forward", False), label, chunk, mb)
                 tail = rb.settle()
                 if chunk < self.num_chunks - 1:
                     self._send(rb, f"F{chunk}:{mb}", chunk + 1, label, chunk, mb, tail)
                 continue
             if action.kind == "B" and chunk < self.num_chunks - 1:
                 rb.waiting.append(f"B{chunk + 1}:{mb}")
-            if action.kind == "W":
-                body = ops.weight
-            else:
-                body = ops.backward_input if split_w else ops.backward
-            last_of_layer = rb.emit(body, label, chunk, mb)
+            body = "weight" if action.kind == "W" else "backward_input" if split_w else "backward"
+            owns_grads = (action.kind == "W" or not split_w) and mb == last_mb
+            segments = self._segments(chunk, body, owns_grads and hooks)
+            last_of_layer = rb.emit(segments, label, chunk, mb)
             rb.settle()
             if action.kind == "B" and chunk > 0:
                 after = [rb.last_compute] if rb.last_compute is not None else []
                 self._send(rb, f"B{chunk}:{mb}", chunk - 1, label, chunk, mb, after)
-            if (action.kind == "W" or not split_w) and mb == p.num_microbatches - 1:
-                local_elements += ops.weight_elements
-                per_layer = _layer_weight_elements(body)
+            if owns_grads:
+                local_elements += self.chunks[chunk].weight_elements
+                per_layer = _layer_weight_elements(getattr(self.chunks[chunk], body))
                 if chunk == 0:
                     per_layer[-1] += self.embedding_elements
                 for layer, task in last_of_layer.items():
-                    grads.add(
-                        per_layer.get(layer, 0) * self.grad_bytes,
-                        task,
-                        overlap=p.overlap_grad_reduce,
-                    )
+                    grads.add(per_layer.get(layer, 0) * self.grad_bytes, task, overlap=hooks)
         grads.flush(rb.last_compute)
         shard_factor = len(grads.group) if p.zero_stage >= 1 else 1
         rb.waiting += grads.tasks
         optimizer = optimizer_op(local_elements / shard_factor, self.spec.training.optimizer)
-        rb.emit((optimizer,), "optimizer", -1, -1)
+        rb.emit(segment_ops((optimizer,), False), "optimizer", -1, -1)
         if p.zero_stage >= 1:
             grads.all_gather_params(local_elements * ACT_BYTES, rb.last_compute)
 
