@@ -1,1 +1,40 @@
-"""simtrain: discrete-event simulator of LLM training clusters."""
+"""simtrain: a discrete-event simulator of LLM training clusters.
+
+Describe a model, a parallel configuration and a cluster; simtrain replays the operator-level
+program of every rank on a SimPy engine and reports step time, MFU, pipeline bubble, exposed
+communication, memory, goodput and cost.
+
+Examples:
+    >>> import simtrain
+    >>> spec = simtrain.load_experiment("experiments/quickstart.yaml")  # doctest: +SKIP
+    >>> simtrain.simulate(spec).summary()["mfu"]  # doctest: +SKIP
+    0.41...
+"""
+
+from simtrain.api import load_experiment, simtrain_version, simulate
+from simtrain.specs import (
+    ClusterSpec,
+    ExpectedSpec,
+    ExperimentSpec,
+    ModelSpec,
+    ParallelSpec,
+    SimulationSpec,
+    TopologySpec,
+    TrainingSpec,
+)
+from simtrain.specs.reliability import ReliabilitySpec
+
+__all__ = [
+    "ClusterSpec",
+    "ExpectedSpec",
+    "ExperimentSpec",
+    "ModelSpec",
+    "ParallelSpec",
+    "ReliabilitySpec",
+    "SimulationSpec",
+    "TopologySpec",
+    "TrainingSpec",
+    "load_experiment",
+    "simtrain_version",
+    "simulate",
+]

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from simtrain.parallel.layout import DENSE_AXES, RankLayout
 from simtrain.parallel.program import Program, Task
-from simtrain.parallel.schedules import get_schedule
+from simtrain.parallel.schedules import get_schedule, split_backwards, stage_rank
 from simtrain.parallel.segments import Segment, segment_ops
 from simtrain.specs.experiment import ExperimentSpec
 from simtrain.workload.ops import Op
@@ -163,6 +163,7 @@ class _ChunkOps:
     backward_input: tuple[Op, ...]  # without weight gradients (for schedules with W)
     weight: tuple[Op, ...]  # the weight gradients alone
     weight_elements: int  # local weight elements, for gradient buckets and the optimizer
+    embedding_elements: int  # of which the input embedding tables (first chunk only)
 
 
 def _recomputed(ops: Sequence[Op]) -> tuple[Op, ...]:
@@ -196,16 +197,22 @@ def _chunk_ops(
         backward += ops.backward
     if first:
         backward += emb_b
-    elements = weight_elements(backward)
+    embedding = 0
     if first:
+        # The token table is a weight of its own unless the LM head on this same chunk is
+        # tied to it (then the head's weight-gradient GEMM already counts it).
         positions = model.seq_length if model.position_embedding == "learned" else 0
-        elements += (model.vocab_size // shard.tp + positions) * model.hidden_size
+        shared = model.tied_embeddings and last
+        embedding = (
+            (0 if shared else model.vocab_size // shard.tp) + positions
+        ) * model.hidden_size
     return _ChunkOps(
         forward=tuple(forward),
         backward=tuple(backward),
         backward_input=tuple(op for op in backward if op.phase != "bwd_weight"),
         weight=tuple(op for op in backward if op.phase == "bwd_weight"),
-        weight_elements=elements,
+        weight_elements=weight_elements(backward) + embedding,
+        embedding_elements=embedding,
     )
 
 
@@ -244,9 +251,8 @@ class _StepAssembler:
             _chunk_ops(spec, shard, layers, c == 0, c == self.num_chunks - 1)
             for c, layers in enumerate(chunk_layers(model.num_layers, self.num_chunks))
         ]
-        positions = model.seq_length if model.position_embedding == "learned" else 0
-        self.embedding_elements = (model.vocab_size // p.tp + positions) * model.hidden_size
-        schedule = get_schedule(p.pipeline_schedule if p.pp > 1 else "1f1b")
+        self.schedule_name = p.pipeline_schedule if p.pp > 1 else "1f1b"
+        schedule = get_schedule(self.schedule_name)
         self.actions_by_stage = schedule(p.pp, p.num_microbatches, p.vpp)
         world = self.layout.world_size
         ranks = (
@@ -299,7 +305,10 @@ class _StepAssembler:
         after: list[Dep],
     ) -> None:
         coords = {a: c for a, c in self.layout.coords(rb.rank).items() if a in DENSE_AXES}
-        peer = self.layout.rank({**coords, "pp": peer_chunk % self.p.pp})
+        peer_stage = stage_rank(
+            self.schedule_name, peer_chunk, mb, self.p.pp, self.p.num_microbatches
+        )
+        peer = self.layout.rank({**coords, "pp": peer_stage})
         op = Op(
             name="send_recv", kind="p2p", comm="send_recv", axis="pp", comm_bytes=self.p2p_bytes
         )
@@ -321,12 +330,18 @@ class _StepAssembler:
         p = self.p
         rb = _RankBuilder(rank, self.program, self.layout, self.deps)
         actions = self.actions_by_stage[self.layout.coords(rank)["pp"]]
-        split_w = any(a.kind == "W" for a in actions)
+        split = split_backwards(actions)
         grads = _GradientReducer(rb, self.dp_axis, p.zero_stage, p.grad_bucket_size_bytes)
         local_elements = 0
-        last_mb = p.num_microbatches - 1
+        # A stage's gradients are complete after the last action on this rank that computes
+        # its weight gradients (a W, or a B that is not split); DualPipe holds two stages.
+        last_grad_action = {
+            a.stage: i
+            for i, a in enumerate(actions)
+            if a.kind == "W" or (a.kind == "B" and (a.stage, a.microbatch) not in split)
+        }
         hooks = p.overlap_grad_reduce and len(grads.group) > 1
-        for action in actions:
+        for position, action in enumerate(actions):
             chunk, mb, label = action.stage, action.microbatch, str(action)
             if action.kind == "F":
                 if chunk > 0:
@@ -338,8 +353,9 @@ class _StepAssembler:
                 continue
             if action.kind == "B" and chunk < self.num_chunks - 1:
                 rb.waiting.append(f"B{chunk + 1}:{mb}")
+            split_w = (chunk, mb) in split
             body = "weight" if action.kind == "W" else "backward_input" if split_w else "backward"
-            owns_grads = (action.kind == "W" or not split_w) and mb == last_mb
+            owns_grads = last_grad_action[chunk] == position
             segments = self._segments(chunk, body, owns_grads and hooks)
             last_of_layer = rb.emit(segments, label, chunk, mb)
             rb.settle()
@@ -349,8 +365,7 @@ class _StepAssembler:
             if owns_grads:
                 local_elements += self.chunks[chunk].weight_elements
                 per_layer = _layer_weight_elements(getattr(self.chunks[chunk], body))
-                if chunk == 0:
-                    per_layer[-1] += self.embedding_elements
+                per_layer[-1] += self.chunks[chunk].embedding_elements
                 for layer, task in last_of_layer.items():
                     grads.add(per_layer.get(layer, 0) * self.grad_bytes, task, overlap=hooks)
         grads.flush(rb.last_compute)

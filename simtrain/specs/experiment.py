@@ -107,6 +107,13 @@ class ExperimentSpec(Spec):
                     f"parallel.num_microbatches={p.num_microbatches} must be a multiple of "
                     f"parallel.pp={p.pp} for the interleaved schedule"
                 )
+        if p.pp > 1 and p.pipeline_schedule == "dualpipe" and p.dp is not None and not problems:
+            m = p.num_microbatches
+            if p.pp % 2 or m % 2 or m < 2 * p.pp:
+                problems.append(
+                    f"parallel.pipeline_schedule=dualpipe needs an even parallel.pp (got {p.pp}) "
+                    f"and an even number of microbatches of at least 2*pp={2 * p.pp} (got {m})"
+                )
         if p.cp > 1:
             check(must_divide("parallel.cp*2", 2 * p.cp, "model.seq_length", m.seq_length))
         if p.ep > 1:

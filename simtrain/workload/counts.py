@@ -166,7 +166,9 @@ def recompute_flops_per_sequence(model: ModelSpec, recompute: str) -> float:
     """Extra FLOPs of activation recomputation for one sequence (hardware minus model FLOPs).
 
     ``full`` re-runs each layer's forward (everything but the LM head); ``selective`` re-runs
-    only the attention core (QK^T and AV), Korthikanti Eq. 8.
+    only the attention core, QK^T and AV: 4*s^2*(heads*head_dim) per layer per sequence.
+    (Korthikanti et al.'s Eq. 8, 1 + s/(3h), counts twice that; simtrain counts the work the
+    recomputation actually executes.)
     """
     s = model.seq_length
     attention_fwd = 4 * s * s * model.num_heads * model.head_size * model.num_layers
