@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import sys
 
-from simtrain.cli import commands_core  # noqa: F401  (registers run, validate, trace, list)
-from simtrain.cli import commands_network  # noqa: F401
-from simtrain.cli import commands_reliability  # noqa: F401
-from simtrain.cli import commands_schedule  # noqa: F401
+from simtrain.cli import (
+    commands_core,  # noqa: F401  (registers run, validate, trace, list)
+    commands_network,  # noqa: F401
+    commands_reliability,  # noqa: F401
+    commands_schedule,  # noqa: F401
+)
 from simtrain.cli.app import app, run_app
 
 __all__ = ["app", "main"]

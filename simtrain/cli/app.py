@@ -33,7 +33,11 @@ def fail(message: str, code: int = 2) -> typer.Exit:
 def run_app(argv: list[str] | None = None) -> int:
     """Run the CLI, turning every expected error into one line on stderr and a non-zero exit."""
     try:
-        app(args=argv, prog_name="simtrain", standalone_mode=False)
+        # Without standalone mode click returns the exit code of a typer.Exit instead of
+        # raising it.
+        code = app(args=argv, prog_name="simtrain", standalone_mode=False)
+        if isinstance(code, int):
+            return code
     except typer.Exit as exc:
         return exc.exit_code
     except SimtrainError as exc:
@@ -48,11 +52,12 @@ def run_app(argv: list[str] | None = None) -> int:
     except OSError as exc:
         err_console.print(f"error: {exc.strerror or exc}: {exc.filename or ''}", markup=False)
         return 2
-    except Exception as exc:  # click usage errors carry their own exit code
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show(file=sys.stderr)
-            return exc.exit_code
+    except Exception as exc:
+        # Usage errors (unknown option, missing argument) are click exceptions, which typer
+        # vendors; they know how to print themselves and carry their exit code.
+        show, exit_code = getattr(exc, "show", None), getattr(exc, "exit_code", None)
+        if callable(show) and isinstance(exit_code, int):
+            show(file=sys.stderr)
+            return exit_code
         raise
     return 0

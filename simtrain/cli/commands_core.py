@@ -136,8 +136,9 @@ def list_(
     ],
 ) -> None:
     """List built-in accelerators, links, workload files or topology presets."""
-    from simtrain.report.catalog_tables import catalog_table
+    from simtrain.report.catalog_tables import catalog_tables
 
     if what not in LIST_KINDS:
         raise fail(f"'what' must be one of {', '.join(LIST_KINDS)} (got {what!r})")
-    console.print(catalog_table(what))
+    for table in catalog_tables(what):
+        console.print(table)

@@ -12,43 +12,41 @@ TERA, GB = 1e12, 1e9
 
 
 def accelerators_table() -> Table:
-    """Every catalog accelerator with its dense peaks, memory, power and source."""
+    """Every catalog accelerator with its dense peaks, memory, power and fabrics."""
     table = Table(title="accelerators (dense peak; one MI250X GCD is one device)")
     for col in (
         "name",
         "bf16 TF/s",
         "fp8 TF/s",
-        "HBM GB",
+        "HBM GiB",
         "HBM TB/s",
         "TDP W",
         "SMs/CUs",
         "scale-up",
         "scale-out",
-        "source",
     ):
-        table.add_column(col, overflow="fold")
+        table.add_column(col, no_wrap=True)
     for a in ACCELERATORS.values():
         fp8 = a.peak_flops.get("fp8")
         table.add_row(
             a.name,
             f"{a.peak_flops['bf16'] / TERA:g}",
             f"{fp8 / TERA:g}" if fp8 else "-",
-            f"{a.hbm_capacity_bytes / GB:.0f}",
+            f"{a.hbm_capacity_bytes / 2**30:.1f}",
             f"{a.hbm_bandwidth_bytes_per_s / 1e12:.2f}",
             f"{a.tdp_watts:g}" if a.tdp_watts else "-",
             str(a.num_compute_units),
             a.scale_up_link,
             a.scale_out_link,
-            a.source,
         )
     return table
 
 
 def links_table() -> Table:
-    """Every catalog link with line rate, measured efficiency, latency and source."""
+    """Every catalog link with line rate, measured efficiency and latency."""
     table = Table(title="links (bandwidth per direction: per device for scale-up, per NIC)")
-    for col in ("name", "kind", "GB/s", "efficiency", "effective GB/s", "latency µs", "source"):
-        table.add_column(col, overflow="fold")
+    for col in ("name", "kind", "GB/s", "efficiency", "effective GB/s", "latency µs"):
+        table.add_column(col, no_wrap=True)
     for link in LINKS.values():
         table.add_row(
             link.name,
@@ -57,17 +55,26 @@ def links_table() -> Table:
             f"{link.efficiency:.3f}",
             f"{link.effective_bandwidth_bytes_per_s / GB:.1f}",
             f"{link.latency_s * 1e6:.1f}",
-            link.source,
         )
+    return table
+
+
+def sources_table(entries: dict) -> Table:
+    """Where each catalog entry's figures come from."""
+    table = Table(title="sources", show_header=False)
+    table.add_column("name", no_wrap=True)
+    table.add_column("source", overflow="fold")
+    for name, entry in entries.items():
+        table.add_row(name, entry.source)
     return table
 
 
 def files_table(folder: str, section: str) -> Table:
     """YAML files of a data folder with the headline fields of their ``section``."""
     table = Table(title=f"{folder}/")
-    table.add_column("file")
-    table.add_column("name")
-    table.add_column("summary", overflow="fold")
+    table.add_column("file", no_wrap=True)
+    table.add_column("name", no_wrap=True)
+    table.add_column("summary")
     for path in sorted(data_dir(folder).glob("*.yaml")):
         data = read_yaml(path).get(section, {})
         if section == "model":
@@ -86,12 +93,12 @@ def files_table(folder: str, section: str) -> Table:
     return table
 
 
-def catalog_table(what: str) -> Table:
-    """The table for ``simtrain list WHAT``."""
+def catalog_tables(what: str) -> list[Table]:
+    """The tables for ``simtrain list WHAT``."""
     if what == "accelerators":
-        return accelerators_table()
+        return [accelerators_table(), sources_table(ACCELERATORS)]
     if what == "links":
-        return links_table()
+        return [links_table(), sources_table(LINKS)]
     if what == "workloads":
-        return files_table("workloads", "model")
-    return files_table("topologies", "cluster")
+        return [files_table("workloads", "model")]
+    return [files_table("topologies", "cluster")]
