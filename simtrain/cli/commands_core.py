@@ -15,6 +15,7 @@ SetOption = Annotated[
     list[str] | None,
     typer.Option(
         "--set",
+        metavar="KEY=VALUE",
         help="Override a spec field, e.g. --set parallel.tp=8 (repeatable; values parsed as YAML).",
     ),
 ]

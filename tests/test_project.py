@@ -1,0 +1,39 @@
+"""Project-level contracts: the public API, and README's test command in CI."""
+
+import re
+from pathlib import Path
+
+import simtrain
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_public_api_is_pinned():
+    assert sorted(simtrain.__all__) == sorted(
+        [
+            "ClusterSpec",
+            "ExpectedSpec",
+            "ExperimentSpec",
+            "ModelSpec",
+            "ParallelSpec",
+            "ReliabilitySpec",
+            "SimulationSpec",
+            "TopologySpec",
+            "TrainingSpec",
+            "load_experiment",
+            "simtrain_version",
+            "simulate",
+        ]
+    )
+    for name in simtrain.__all__:
+        assert hasattr(simtrain, name)
+
+
+def test_ci_runs_readme_test_command_verbatim():
+    readme = (ROOT / "README.md").read_text()
+    quickstart = readme.split("## Quickstart", 1)[1].split("\n## ", 1)[0]
+    commands = re.findall(r"```bash\n(.+?)\n```", quickstart)
+    assert len(commands) == 2, "README's Quickstart must have exactly two commands"
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert commands[1] in ci
+    assert "simtrain run experiments/quickstart.yaml" in commands[0]
