@@ -89,7 +89,10 @@ def policy_table(rows: list[dict], title: str) -> Table:
         "lost $M",
         "ckpt every s",
     ):
-        table.add_column(column, justify="left" if column == "policy" else "right")
+        if column == "policy":
+            table.add_column(column, no_wrap=True)
+        else:
+            table.add_column(column, justify="right")
     for row in rows:
         lo, hi = row["ettr_ci95"]
         table.add_row(

@@ -52,6 +52,8 @@ class RunSummary:
     gpu_hours_lost_by_cause: dict[str, float]
     checkpoint_overhead_fraction: float
     """Mean share of wall time spent stalled on checkpoints."""
+    finished_fraction: float
+    """Share of runs that reached their target (the others gave up, see ``max_wall_s``)."""
 
 
 def summarize(results: list[RunResult], num_gpus: int) -> RunSummary:
@@ -77,4 +79,5 @@ def summarize(results: list[RunResult], num_gpus: int) -> RunSummary:
         checkpoint_overhead_fraction=float(
             np.mean([r.lost_s["checkpoint"] / r.wall_s if r.wall_s else 0.0 for r in results])
         ),
+        finished_fraction=sum(r.finished for r in results) / n,
     )

@@ -51,6 +51,9 @@ class RunParams:
     recovery: RecoveryPlan
     horizon_s: float = math.inf
     """Stop at this wall time even if the target is not reached."""
+    max_wall_s: float = math.inf
+    """Give up at this wall time: a policy that cannot outrun the failures (no checkpoints,
+    intervals far beyond the MTBF) would otherwise never finish. The result says so."""
     maintenance_interval_s: float = math.inf
     maintenance_downtime_s: float = 0.0
     stragglers: tuple[StragglerSource, ...] = ()
@@ -66,6 +69,8 @@ class RunResult:
     """Unexpected interruptions by cause."""
     planned_interruptions: int = 0
     num_checkpoints: int = 0
+    finished: bool = True
+    """False when the run hit ``max_wall_s`` before reaching its target."""
     lost_s: Counter[str] = field(default_factory=Counter)
     """Wall seconds not turned into kept work, by cause (failure classes, ``checkpoint``,
     ``maintenance``, ``straggler``, ``degraded``, ``redundancy``, ``rejoin``)."""
@@ -105,14 +110,16 @@ class _RunModel:
             self._arm(sampler, ("straggler", slow))
         if math.isfinite(p.maintenance_interval_s):
             self._arm(lambda: p.maintenance_interval_s, ("maint", None))
-        if math.isfinite(p.horizon_s):
-            self._arm(lambda: p.horizon_s, ("horizon", None))
+        stop_s = min(p.horizon_s, p.max_wall_s)
+        if math.isfinite(stop_s):
+            self._arm(lambda: stop_s, ("horizon", None))
 
     def run(self) -> RunResult:
         self.env.run(until=self.job)
         self.result.wall_s = self.env.now
         self.result.work_s = self.clock.work_s
         self.result.num_checkpoints = self.clock.num_checkpoints
+        self.result.finished = self.env.now < self.p.max_wall_s
         return self.result
 
     @property

@@ -25,6 +25,8 @@ from simtrain.reliability.run import RunParams, StragglerSource
 from simtrain.specs.experiment import ExperimentSpec
 from simtrain.specs.reliability import ReliabilitySpec, RestartRecoverySpec, WeibullInterArrival
 
+_MAX_WALL_FACTOR = 20.0  # give up on a run at 20× its failure-free time (ETTR < 5 %)
+
 JSON_KEYS = (
     "policy",
     "ettr_mean",
@@ -79,6 +81,7 @@ def run_params(
         ),
         recovery=recovery_plan(rel, model_state_bytes, num_nodes),
         horizon_s=horizon_s,
+        max_wall_s=_MAX_WALL_FACTOR * total_work_s,
         maintenance_interval_s=maint.interval_hours * 3600.0 if maint else math.inf,
         maintenance_downtime_s=maint.downtime_s if maint else 0.0,
         stragglers=tuple(
