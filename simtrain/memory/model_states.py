@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from simtrain.parallel.stages import chunk_layers
 from simtrain.specs.experiment import ExperimentSpec
 from simtrain.workload.counts import attention_params_per_layer, mlp_params, norm_params
 
@@ -115,10 +116,9 @@ def rank_params(spec: ExperimentSpec, rank: int) -> RankParams:
     """Parameters held by pipeline rank ``rank`` under the spec's tp, pp, vpp and ep."""
     m, p = spec.model, spec.parallel
     num_stages = p.pp * p.vpp
-    base, extra = divmod(m.num_layers, num_stages)
-    starts = [s * base + min(s, extra) for s in range(num_stages + 1)]
+    chunks = chunk_layers(m.num_layers, num_stages)
     stages = rank_stages(p.pp, p.vpp, p.pipeline_schedule, rank)
-    layers = tuple(i for s in stages for i in range(starts[s], starts[s + 1]))
+    layers = tuple(i for s in stages for i in chunks[s])
     dense = experts = largest = 0.0
     h = m.hidden_size
     for layer in layers:

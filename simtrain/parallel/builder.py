@@ -27,6 +27,7 @@ from simtrain.parallel.layout import DENSE_AXES, RankLayout
 from simtrain.parallel.program import Program, Task
 from simtrain.parallel.schedules import get_schedule, split_backwards, stage_rank
 from simtrain.parallel.segments import Segment, segment_ops
+from simtrain.parallel.stages import chunk_layers
 from simtrain.specs.experiment import ExperimentSpec
 from simtrain.workload.ops import Op
 from simtrain.workload.transformer import (
@@ -40,22 +41,6 @@ from simtrain.workload.transformer import (
 
 GRAD_BYTES = {"fp32": 4, "bf16": 2}
 Dep = int | str  # a task index, or the key of a point-to-point transfer resolved at the end
-
-
-def chunk_layers(num_layers: int, num_chunks: int) -> list[range]:
-    """Split layers into contiguous model chunks; earlier chunks take the remainder.
-
-    Examples:
-        >>> [list(r) for r in chunk_layers(5, 2)]
-        [[0, 1, 2], [3, 4]]
-    """
-    base, extra = divmod(num_layers, num_chunks)
-    bounds, start = [], 0
-    for chunk in range(num_chunks):
-        stop = start + base + (1 if chunk < extra else 0)
-        bounds.append(range(start, stop))
-        start = stop
-    return bounds
 
 
 def weight_elements(ops: Sequence[Op]) -> int:

@@ -96,7 +96,11 @@ class ExperimentSpec(Spec):
         if p.pp > m.num_layers:
             problems.append(f"parallel.pp={p.pp} must be at most model.num_layers={m.num_layers}")
         if p.vpp > 1:
-            check(must_divide("parallel.pp*vpp", p.pp * p.vpp, "model.num_layers", m.num_layers))
+            if p.pp * p.vpp > m.num_layers:
+                problems.append(
+                    f"parallel.pp*vpp={p.pp * p.vpp} must be at most "
+                    f"model.num_layers={m.num_layers} (every model chunk needs a layer)"
+                )
             if p.pipeline_schedule != "interleaved":
                 problems.append(
                     f"parallel.vpp={p.vpp} needs parallel.pipeline_schedule=interleaved "
