@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 
 from simtrain.specs.base import Spec, divisors, must_divide
 from simtrain.specs.cluster import ClusterSpec
+from simtrain.specs.cost import CostSpec
 from simtrain.specs.model import ModelSpec
 from simtrain.specs.parallel import ParallelSpec
 from simtrain.specs.reliability import ReliabilitySpec
@@ -38,6 +39,8 @@ class ExperimentSpec(Spec):
     """Published figure to validate against (``simtrain validate``)."""
     reliability: ReliabilitySpec | None = None
     """Failures and recovery over the whole run; omit to report one step only."""
+    cost: CostSpec | None = None
+    """Price, power and carbon assumptions; omit for the dated presets of the catalog."""
 
     @model_validator(mode="before")
     @classmethod

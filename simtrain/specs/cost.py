@@ -1,0 +1,35 @@
+"""CostSpec: what a GPU-hour costs, how much power a job draws and how clean that power is.
+
+The section is optional in an experiment; every field left out falls back to a preset with
+its source (``simtrain/catalog/prices.py`` for prices, ``simtrain/catalog/power.py`` for power,
+PUE and grid intensity).
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from simtrain.specs.base import Spec
+
+
+class CostSpec(Spec):
+    """Price, power and carbon assumptions of a run (all optional; presets otherwise)."""
+
+    usd_per_gpu_hour: float | None = Field(default=None, ge=0)
+    """US dollars per GPU-hour; omit for the accelerator's dated preset (hardware.md §7.4)."""
+    device_power_watts: float | None = Field(default=None, gt=0)
+    """Power cap of one device (W); omit for the catalog TDP."""
+    compute_power_fraction_of_tdp: float | None = Field(default=None, gt=0, le=1)
+    """Device power while its compute stream is busy, as a fraction of the cap."""
+    comm_power_fraction_of_tdp: float | None = Field(default=None, ge=0, le=1)
+    """Device power while it waits on exposed communication, as a fraction of the cap."""
+    idle_power_fraction_of_tdp: float | None = Field(default=None, ge=0, le=1)
+    """Device power while idle in a pipeline bubble, as a fraction of the cap."""
+    host_power_watts_per_node: float | None = Field(default=None, ge=0)
+    """Power of one node besides its accelerators (CPUs, NICs, switches, fans), in W."""
+    pue: float | None = Field(default=None, ge=1)
+    """Power usage effectiveness: facility power over IT power (>= 1)."""
+    grid: str | None = None
+    """Grid carbon intensity preset name (us-average, france, zero)."""
+    grid_gco2_per_kwh: float | None = Field(default=None, ge=0)
+    """Grid carbon intensity in gCO2e per kWh; takes precedence over ``grid``."""
