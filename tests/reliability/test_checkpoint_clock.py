@@ -3,7 +3,7 @@
 import math
 
 import pytest
-from helpers import restart_params
+from reliability_helpers import restart_params
 
 from simtrain.reliability import monte_carlo, simulate_run
 from simtrain.reliability.checkpoint import CheckpointClock, CheckpointPlan, CheckpointTier

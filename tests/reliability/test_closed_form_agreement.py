@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 import pytest
-from helpers import restart_params
+from reliability_helpers import restart_params
 
 from simtrain.reliability import meta_expected_ettr, monte_carlo, young_interval_s
 

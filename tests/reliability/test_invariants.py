@@ -4,9 +4,9 @@ import dataclasses
 
 import numpy as np
 import pytest
-from helpers import restart_params
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from reliability_helpers import restart_params
 
 from simtrain.reliability import monte_carlo
 from simtrain.reliability.checkpoint import CheckpointPlan, CheckpointTier
