@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from simtrain.parallel.schedules.base import Action
 from simtrain.specs.model import ModelSpec
+from simtrain.workload.moe import expert_load_factor
 
 ACT_BYTES = 2  # activations are kept in 16 bits
 MASK_BYTES = 1  # dropout masks are bytes
@@ -69,7 +70,7 @@ def layer_activation_bytes(
     attention = ACT_BYTES * s * b * (2 * h_q + 2 * h_kv)
     mlp_tensors = 3 if model.activation == "swiglu" else 2  # of width f each
     if moe_layer:
-        routed = model.moe_top_k * model.moe_capacity_factor
+        routed = model.moe_top_k * expert_load_factor(model)
         experts = routed + model.num_shared_experts
         mlp = ACT_BYTES * s * b * mlp_tensors * model.expert_ffn_size * experts
         mlp += ACT_BYTES * sbh * routed  # dispatched token copies

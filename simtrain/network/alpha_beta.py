@@ -15,7 +15,8 @@ Ring costs (n ranks, bandwidth B, per-step latency α; sizes as in ``network.bas
 - broadcast, reduce (pipelined ring): S/B + (n-1)·α
 - all-to-all (direct): max(intra-node share / B_up, inter-node share / node NIC bandwidth)
   + (n-1)·α
-- send/recv: S/B + α over the fabric joining the two ranks (one NIC between nodes).
+- send/recv: S/B + α over the fabric joining the two ranks (one NIC between nodes); on a
+  group of more than two, a ring exchange timed by its slowest neighbour pair.
 
 The model assumes full bisection bandwidth and no other traffic; the flow-level model adds
 topology and contention.
@@ -83,7 +84,14 @@ class AlphaBetaNetwork:
         elif kind == "all_to_all":
             time_s = self._all_to_all_s(ranks, size_bytes) + (n - 1) * alpha
         elif kind == "send_recv":
-            time_s = self.p2p_time_s(ranks[0], ranks[1], size_bytes)
+            # Two ranks: one transfer. More: a ring exchange, every rank sending to the next
+            # at once; the slowest neighbour pair sets the time.
+            pairs = (
+                [(ranks[0], ranks[1])]
+                if n == 2
+                else list(zip(ranks, [*ranks[1:], ranks[0]], strict=True))
+            )
+            time_s = max(self.p2p_time_s(a, b, size_bytes) for a, b in pairs)
         else:
             raise ValueError(f"unknown collective kind {kind!r}")
         self._cache[key] = time_s

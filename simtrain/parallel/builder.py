@@ -26,10 +26,11 @@ from dataclasses import dataclass, field
 from simtrain.parallel.layout import DENSE_AXES, RankLayout
 from simtrain.parallel.program import Program, Task
 from simtrain.parallel.schedules import get_schedule, split_backwards, stage_rank
-from simtrain.parallel.segments import Segment, segment_ops
+from simtrain.parallel.segments import SegmentPlan, segment_ops
 from simtrain.parallel.stages import chunk_layers
 from simtrain.specs.experiment import ExperimentSpec
 from simtrain.workload.ops import Op
+from simtrain.workload.primitives import collective
 from simtrain.workload.transformer import (
     ACT_BYTES,
     Shard,
@@ -98,18 +99,14 @@ class _RankBuilder:
         self.waiting = []
         return index
 
-    def emit(
-        self, segments: Sequence[Segment], label: str, stage: int, microbatch: int
-    ) -> dict[int, int]:
-        """Append ``segments`` as tasks; return the last compute task of each layer touched."""
+    def emit(self, plan: SegmentPlan, label: str, stage: int, microbatch: int) -> dict[int, int]:
+        """Append a segment plan as tasks; return the last compute task of each layer."""
         last_of_layer: dict[int, int] = {}
-        for seg in segments:
+        issued: dict[int, int] = {}  # segment position -> task index of its collective
+        for position, seg in enumerate(plan.segments):
             if seg.is_comm:
-                self.deferred.append(self.comm(seg.ops[0], label, microbatch))
+                issued[position] = self.comm(seg.ops[0], label, microbatch)
                 continue
-            if seg.waits_for_comm:
-                self.waiting += self.deferred
-                self.deferred = []
             phase = seg.ops[0].phase
             category = {"recompute": "recompute", "optimizer": "optimizer"}.get(phase, "compute")
             index = self.add(
@@ -122,11 +119,12 @@ class _RankBuilder:
                     stage=stage,
                     microbatch=microbatch,
                 ),
-                self.waiting,
+                self.waiting + [issued[w] for w in seg.waits_for],
             )
             for op in seg.ops:
                 last_of_layer[op.layer] = index
             self.last_compute, self.waiting = index, []
+        self.deferred += [issued[w] for w in plan.trailing]
         return last_of_layer
 
     def settle(self) -> list[Dep]:
@@ -191,14 +189,50 @@ def _chunk_ops(
         embedding = (
             (0 if shared else model.vocab_size // shard.tp) + positions
         ) * model.hidden_size
+    backward_input = [op for op in backward if op.phase != "bwd_weight"]
+    weight = tuple(op for op in backward if op.phase == "bwd_weight")
+    if spec.parallel.zero_stage == 3 and (spec.parallel.dp or 1) * spec.parallel.cp > 1:
+        per_layer_elements = _layer_weight_elements(backward)
+        per_layer_elements[-1] += embedding
+        axis = "dp-cp" if spec.parallel.cp > 1 else "dp"
+        forward = _with_param_gathers(forward, per_layer_elements, axis)
+        backward = _with_param_gathers(backward, per_layer_elements, axis)
+        backward_input = _with_param_gathers(backward_input, per_layer_elements, axis)
     return _ChunkOps(
         forward=tuple(forward),
         backward=tuple(backward),
-        backward_input=tuple(op for op in backward if op.phase != "bwd_weight"),
-        weight=tuple(op for op in backward if op.phase == "bwd_weight"),
+        backward_input=tuple(backward_input),
+        weight=weight,
         weight_elements=weight_elements(backward) + embedding,
         embedding_elements=embedding,
     )
+
+
+def _with_param_gathers(ops: Sequence[Op], elements: dict[int, int], axis: str) -> list[Op]:
+    """Insert ZeRO-3 parameter all-gathers: each layer's is issued as the previous one starts.
+
+    The gather of layer i+1 overlaps the compute ops of layer i (prefetch of one layer, as
+    FSDP does by default); layer i+1's first compute op waits for it.
+    """
+    runs: list[tuple[int, list[Op]]] = []
+    for op in ops:
+        if runs and runs[-1][0] == op.layer:
+            runs[-1][1].append(op)
+        else:
+            runs.append((op.layer, [op]))
+
+    def gather(layer: int, overlap: int) -> list[Op]:
+        size = elements.get(layer, 0) * ACT_BYTES  # 16-bit weights, gathered output size
+        if size <= 0:
+            return []
+        return [collective("param_all_gather", "all_gather", axis, "fwd", size, layer, overlap)]
+
+    result = gather(runs[0][0], 0) if runs else []
+    for i, (_, run) in enumerate(runs):
+        if i + 1 < len(runs):
+            result += gather(runs[i + 1][0], sum(not op.is_comm for op in run))
+        result += run
+    return result
 
 
 def make_layout(spec: ExperimentSpec) -> RankLayout:
@@ -231,6 +265,7 @@ class _StepAssembler:
             p.ep,
             spec.training.dtype,
             spec.training.attention_kernel,
+            p.cp_algorithm,
         )
         self.chunks = [
             _chunk_ops(spec, shard, layers, c == 0, c == self.num_chunks - 1)
@@ -251,7 +286,7 @@ class _StepAssembler:
             weights={r: (1 if full else world // p.pp) for r in ranks},
         )
         self.deps: dict[int, list[Dep]] = {}
-        self._segment_cache: dict[tuple[int, str, bool], tuple[Segment, ...]] = {}
+        self._segment_cache: dict[tuple[int, str, bool], SegmentPlan] = {}
         self.p2p: dict[str, int] = {}
         # Activations cross stages scattered over the TP group (Narayanan et al. §4.1).
         self.p2p_bytes = (
@@ -260,7 +295,7 @@ class _StepAssembler:
         self.grad_bytes = GRAD_BYTES[spec.training.grad_reduce_dtype]
         self.dp_axis = "dp-cp" if p.cp > 1 else "dp"
 
-    def _segments(self, chunk: int, body: str, split_layers: bool) -> tuple[Segment, ...]:
+    def _segments(self, chunk: int, body: str, split_layers: bool) -> SegmentPlan:
         """Segments of one chunk's forward/backward/weight ops, cut once and shared."""
         key = (chunk, body, split_layers)
         cached = self._segment_cache.get(key)
@@ -358,7 +393,7 @@ class _StepAssembler:
         rb.waiting += grads.tasks
         optimizer = optimizer_op(local_elements / shard_factor, self.spec.training.optimizer)
         rb.emit(segment_ops((optimizer,), False), "optimizer", -1, -1)
-        if p.zero_stage >= 1:
+        if p.zero_stage in (1, 2):  # ZeRO-3 gathers parameters layer by layer instead
             grads.all_gather_params(local_elements * ACT_BYTES, rb.last_compute)
 
 
@@ -409,7 +444,7 @@ class _GradientReducer:
         return self.rb.add(
             Task(
                 self.rb.rank,
-                "dp_comm",
+                "dp_grad_comm",
                 f"dp:{name}",
                 "dp_comm",
                 (op,),

@@ -5,10 +5,11 @@ something needs the boundary: a communication op, a change of phase (compute vs 
 kept apart for the time breakdown), or, when ``split_layers`` is set, a change of layer (the
 data-parallel gradient buckets hook onto the end of each layer's weight gradients).
 
-A communication op blocks the compute after it, except that weight-gradient ops directly
-after an input-gradient collective run concurrently with it (Megatron's asynchronous
-tensor-parallel communication); the first compute segment that is not a weight gradient
-waits for the pending collectives (``waits_for_comm``).
+A communication op is issued after the compute before it. It blocks the compute after it,
+except for the ``overlap_ops`` compute ops that directly follow it: those run while it is in
+flight (Megatron's weight-gradient GEMM during the input-gradient all-reduce, a ring-attention
+block during the next key/value transfer, a ZeRO-3 layer during the next layer's parameter
+all-gather). The first compute op past that window waits for it.
 """
 
 from __future__ import annotations
@@ -26,42 +27,55 @@ class Segment:
     Attributes:
         ops: the ops of the task (one op for communication).
         is_comm: a communication task (on the op's axis stream) rather than compute.
-        waits_for_comm: a compute task that must wait for the collectives issued before it.
+        waits_for: positions (in the segment list) of communication segments this compute
+            segment must wait for.
         layer: layer of the first op.
     """
 
     ops: tuple[Op, ...]
     is_comm: bool
-    waits_for_comm: bool
+    waits_for: tuple[int, ...]
     layer: int
 
 
-def segment_ops(ops: Sequence[Op], split_layers: bool) -> tuple[Segment, ...]:
+@dataclass(frozen=True)
+class SegmentPlan:
+    """The segments of one op sequence, and the collectives still in flight at its end."""
+
+    segments: tuple[Segment, ...]
+    trailing: tuple[int, ...]
+
+
+def segment_ops(ops: Sequence[Op], split_layers: bool) -> SegmentPlan:
     """Cut ``ops`` into segments (see the module docstring)."""
     segments: list[Segment] = []
     buffer: list[Op] = []
-    pending_comm = False
-    waits = False
+    waits: list[int] = []
+    pending: dict[int, int] = {}  # comm segment position -> compute ops it still overlaps
 
     def flush() -> None:
         nonlocal buffer, waits
         if buffer:
-            segments.append(Segment(tuple(buffer), False, waits, buffer[0].layer))
-            buffer, waits = [], False
+            segments.append(Segment(tuple(buffer), False, tuple(waits), buffer[0].layer))
+            buffer, waits = [], []
 
     for op in ops:
         if op.is_comm:
             flush()
-            segments.append(Segment((op,), True, False, op.layer))
-            pending_comm = True
+            pending[len(segments)] = op.overlap_ops
+            segments.append(Segment((op,), True, (), op.layer))
             continue
-        if buffer and (
-            op.phase != buffer[0].phase or (split_layers and op.layer != buffer[-1].layer)
+        due = [position for position, window in pending.items() if window == 0]
+        if due or (
+            buffer
+            and (op.phase != buffer[0].phase or (split_layers and op.layer != buffer[-1].layer))
         ):
             flush()
-        if pending_comm and op.phase != "bwd_weight":
-            flush()
-            waits, pending_comm = True, False
+        for position in due:
+            del pending[position]
+        waits += due
+        for position in pending:
+            pending[position] -= 1
         buffer.append(op)
     flush()
-    return tuple(segments)
+    return SegmentPlan(tuple(segments), tuple(pending))

@@ -123,6 +123,8 @@ class ExperimentSpec(Spec):
                 )
         if p.cp > 1:
             check(must_divide("parallel.cp*2", 2 * p.cp, "model.seq_length", m.seq_length))
+            if p.cp_algorithm == "ulysses":
+                check(must_divide("parallel.cp", p.cp, "model.num_heads/tp", m.num_heads // p.tp))
         if p.ep > 1:
             if not m.is_moe:
                 problems.append(f"parallel.ep={p.ep} needs an MoE model (model.num_experts > 0)")

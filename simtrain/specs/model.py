@@ -58,8 +58,11 @@ class ModelSpec(Spec):
     """Leading layers that stay dense in an MoE model (DeepSeek-V3 uses 3)."""
     num_shared_experts: int = Field(default=0, ge=0)
     """Always-active shared experts per MoE layer, each of width moe_ffn_hidden_size."""
-    moe_capacity_factor: float = Field(default=1.0, gt=0)
-    """Expert capacity as a multiple of the balanced load (tokens beyond it are dropped)."""
+    moe_capacity_factor: float | None = Field(default=None, gt=0)
+    """Expert capacity as a multiple of the balanced load (tokens beyond it are dropped);
+    omit for dropless routing."""
+    moe_token_imbalance: float = Field(default=1.0, ge=1.0)
+    """Tokens of the busiest expert rank relative to the mean (1 = perfectly balanced)."""
 
     @property
     def kv_heads(self) -> int:

@@ -49,6 +49,9 @@ class ParallelSpec(Spec):
     """Virtual stages (model chunks) per pipeline rank, for the interleaved schedule."""
     cp: int = Field(default=1, gt=0)
     """Context-parallel degree (sequence split across ranks for attention)."""
+    cp_algorithm: Literal["ring", "all_gather", "ulysses"] = "ring"
+    """Context-parallel attention: ring (K/V passed around, overlapped with compute),
+    all_gather (K/V gathered first, as Llama 3) or ulysses (all-to-all over heads)."""
     ep: int = Field(default=1, gt=0)
     """Expert-parallel degree for MoE layers."""
     zero_stage: Literal[0, 1, 2, 3] = 0

@@ -15,8 +15,8 @@ They differ in what the hardware does:
 from __future__ import annotations
 
 from simtrain.workload.ops import Op
+from simtrain.workload.primitives import ACT_BYTES, collective
 
-ACT_BYTES = 2
 MASK_BYTES = 1
 
 
@@ -103,3 +103,99 @@ def attention_core(
         _bgemm("attention_scores_dkey", "bwd_input", s_kv, head_dim, s_q, batch_heads, layer),
     )
     return forward_ops, backward_ops
+
+
+def context_parallel_attention(
+    kernel: str,
+    algorithm: str,
+    cp: int,
+    micro_batch_size: int,
+    heads: int,
+    kv_heads: int,
+    s_local: int,
+    head_dim: int,
+    layer: int,
+) -> tuple[tuple[Op, ...], tuple[Op, ...]]:
+    """Attention core of one layer on one rank under context parallelism of degree ``cp``.
+
+    The rank holds ``s_local = seq / cp`` tokens (with causal load balancing: 2·cp chunks,
+    two per rank, so every rank has the same share of the causal work). Algorithms:
+
+    - ``all_gather`` (Llama 3): all-gather K and V over the cp group, attend with the local
+      queries to the whole sequence; the backward reduce-scatters dK and dV.
+    - ``ring`` (ring attention): K/V blocks travel around the ring in cp - 1 steps; each step's
+      transfer overlaps the attention on the block received before (the backward also passes
+      dK/dV, so twice the bytes).
+    - ``ulysses`` (DeepSpeed-Ulysses): an all-to-all turns sequence shards into head shards
+      (Q, K, V), attention runs on the whole sequence with heads / cp heads, and a second
+      all-to-all turns the output back.
+
+    Returns:
+        Forward and backward ops (collectives on axis ``cp`` included, in order).
+    """
+    b = micro_batch_size
+    kv_local = b * s_local * 2 * kv_heads * head_dim * ACT_BYTES  # this rank's K and V
+    qkv_local = b * s_local * (heads + 2 * kv_heads) * head_dim * ACT_BYTES
+    seq = s_local * cp
+    if cp == 1 or algorithm == "all_gather":
+        fwd, bwd = attention_core(kernel, b * heads, s_local, seq, head_dim, qkv_local, layer)
+        if cp == 1:
+            return fwd, bwd
+        gather = _collective("cp_kv_all_gather", "all_gather", "fwd", kv_local * cp, layer)
+        scatter = _collective(
+            "cp_dkv_reduce_scatter", "reduce_scatter", "bwd_input", kv_local * cp, layer
+        )
+        return (gather, *fwd), (*bwd, scatter)
+    if algorithm == "ulysses":
+        fwd, bwd = attention_core(kernel, b * heads // cp, seq, seq, head_dim, qkv_local, layer)
+        out_local = b * s_local * heads * head_dim * ACT_BYTES
+        return (
+            (
+                _collective("cp_qkv_all_to_all", "all_to_all", "fwd", qkv_local, layer),
+                *fwd,
+                _collective("cp_out_all_to_all", "all_to_all", "fwd", out_local, layer),
+            ),
+            (
+                _collective("cp_dout_all_to_all", "all_to_all", "bwd_input", out_local, layer),
+                *bwd,
+                _collective("cp_dqkv_all_to_all", "all_to_all", "bwd_input", qkv_local, layer),
+            ),
+        )
+    # Ring: one block of attention per ring step, the next block's transfer in flight.
+    block_fwd, block_bwd = attention_core(
+        kernel, b * heads, s_local, s_local, head_dim, qkv_local / cp, layer
+    )
+    return (
+        _ring(block_fwd, cp, kv_local, "fwd", layer),
+        _ring(block_bwd, cp, 2 * kv_local, "bwd_input", layer),
+    )
+
+
+def _ring(
+    block: tuple[Op, ...], cp: int, step_bytes: float, phase: str, layer: int
+) -> tuple[Op, ...]:
+    """Attention in cp blocks; a transfer of the next block is in flight during each block.
+
+    A transfer is issued before the block it overlaps (``overlap_ops``); the block after
+    waits for it.
+    """
+    ops: list[Op] = []
+    for step in range(cp):
+        if step < cp - 1:
+            ops.append(
+                collective(
+                    "cp_ring_send_recv",
+                    "send_recv",
+                    "cp",
+                    phase,
+                    step_bytes,
+                    layer,
+                    overlap_ops=len(block),
+                )
+            )
+        ops.extend(block)
+    return tuple(ops)
+
+
+def _collective(name: str, comm: str, phase: str, size: float, layer: int) -> Op:
+    return collective(name, comm, "cp", phase, size, layer)

@@ -43,6 +43,8 @@ class Op:
         axis: mesh axis (or ``+``-joined axes) whose process group runs the collective.
         comm_bytes: collective size in the nccl-tests convention.
         causal: attention with a causal mask (the kernel skips masked blocks).
+        overlap_ops: for communication, how many of the compute ops that follow it run while
+            it is in flight; the next compute op waits for it.
         layer: 0-based transformer layer; -1 for the embedding and the optimizer,
             ``num_layers`` for the final norm, LM head and loss.
     """
@@ -60,6 +62,7 @@ class Op:
     axis: str = ""
     comm_bytes: float = 0.0
     causal: bool = False
+    overlap_ops: int = 0
     layer: int = -1
 
     @property

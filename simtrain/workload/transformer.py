@@ -1,4 +1,4 @@
-"""Operator sequences of a transformer under Megatron-style tensor and sequence parallelism.
+"""Operator sequences of a transformer layer under Megatron-style model parallelism.
 
 For one microbatch on one rank this module lists, in execution order, the forward ops of a
 layer, its backward ops (input gradient and weight gradient split, as zero-bubble schedules
@@ -7,13 +7,13 @@ Tensor-parallel collectives appear inline as ops of kind ``collective`` on axis 
 
 - without sequence parallelism, an all-reduce of the activations after the attention output
   projection and after the second MLP GEMM (forward), and of the input gradients of the QKV
-  and first MLP GEMMs (backward);
+  and first MLP GEMMs (backward, overlapped with the weight-gradient GEMM that follows);
 - with sequence parallelism, those become reduce-scatters, and an all-gather precedes the
   QKV and first MLP GEMMs (forward); backward swaps the two.
 
-A GEMM of output M x N and reduction K costs 2*M*N*K FLOPs; its backward costs the same for
-the input gradient (M x K = dY @ W^T) and for the weight gradient (K x N = X^T @ dY).
-Elementwise ops are memory-bound: their cost is the bytes they read and write.
+Context-parallel attention (:mod:`simtrain.workload.attention`) and mixture-of-experts MLPs
+(:mod:`simtrain.workload.moe`) add their collectives on axes ``cp`` and ``ep``. Elementwise
+ops are memory-bound: their cost is the bytes they read and write.
 """
 
 from __future__ import annotations
@@ -21,11 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simtrain.specs.model import ModelSpec
-from simtrain.workload.attention import attention_core
+from simtrain.workload.attention import context_parallel_attention
+from simtrain.workload.moe import moe_mlp_ops
 from simtrain.workload.ops import Op
-
-DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
-ACT_BYTES = 2  # activations and their gradients are kept in 16 bits (also under fp8 GEMMs)
+from simtrain.workload.primitives import ACT_BYTES, DTYPE_BYTES, collective, linear, memory_op
 
 
 @dataclass(frozen=True)
@@ -40,6 +39,7 @@ class Shard:
         ep: expert-parallel degree.
         dtype: GEMM input dtype (sets weight bytes read by GEMMs).
         attention: attention kernel, ``flash`` or ``unfused`` (see ``workload.attention``).
+        cp_algorithm: context-parallel attention, ``ring``, ``all_gather`` or ``ulysses``.
     """
 
     micro_batch_size: int
@@ -49,62 +49,14 @@ class Shard:
     ep: int = 1
     dtype: str = "bf16"
     attention: str = "flash"
+    cp_algorithm: str = "ring"
 
 
-def gemm(
-    name: str, phase: str, m: int, n: int, k: int, dtype_bytes: int, layer: int, batch: int = 1
+def tp_comm(
+    name: str, comm: str, phase: str, size_bytes: float, layer: int, overlap_ops: int = 0
 ) -> Op:
-    """A GEMM op with FLOPs 2*M*N*K*batch and bytes for reading A, B and writing C."""
-    return Op(
-        name=name,
-        kind="gemm",
-        phase=phase,  # type: ignore[arg-type]
-        flops=2.0 * m * n * k * batch,
-        bytes_accessed=float(batch * (dtype_bytes * (m * k + k * n) + ACT_BYTES * m * n)),
-        m=m,
-        n=n,
-        k=k,
-        batch=batch,
-        layer=layer,
-    )
-
-
-def linear(
-    name: str, tokens: int, n_in: int, n_out: int, dtype_bytes: int, layer: int, batch: int = 1
-) -> tuple[Op, Op, Op]:
-    """Forward, input-gradient and weight-gradient GEMMs of a linear layer y = x @ W."""
-    return (
-        gemm(name, "fwd", tokens, n_out, n_in, dtype_bytes, layer, batch),
-        gemm(f"{name}_dgrad", "bwd_input", tokens, n_in, n_out, dtype_bytes, layer, batch),
-        gemm(f"{name}_wgrad", "bwd_weight", n_in, n_out, tokens, dtype_bytes, layer, batch),
-    )
-
-
-def memory_op(
-    name: str, kind: str, phase: str, bytes_accessed: float, layer: int, flops: float = 0.0
-) -> Op:
-    """A memory-bound op (norm, activation, dropout, residual...)."""
-    return Op(
-        name=name,
-        kind=kind,
-        phase=phase,
-        flops=flops,  # type: ignore[arg-type]
-        bytes_accessed=float(bytes_accessed),
-        layer=layer,
-    )
-
-
-def tp_comm(name: str, comm: str, phase: str, size_bytes: float, layer: int) -> Op:
     """A tensor-parallel collective (nccl-tests size convention)."""
-    return Op(
-        name=name,
-        kind="collective",
-        phase=phase,  # type: ignore[arg-type]
-        comm=comm,
-        axis="tp",
-        comm_bytes=float(size_bytes),
-        layer=layer,
-    )
+    return collective(name, comm, "tp", phase, size_bytes, layer, overlap_ops)
 
 
 @dataclass(frozen=True)
@@ -112,15 +64,52 @@ class LayerOps:
     """Ops of one transformer layer for one microbatch on one rank.
 
     Attributes:
-        forward: forward ops in execution order (TP collectives inline).
-        backward: backward ops in execution order (input gradients, each followed by the
-            weight gradient it can overlap with).
+        forward: forward ops in execution order (collectives inline).
+        backward: backward ops in execution order.
         attention_core: the forward ops that selective recomputation re-runs.
     """
 
     forward: tuple[Op, ...]
     backward: tuple[Op, ...]
     attention_core: tuple[Op, ...]
+
+
+def _tp_region(
+    shard: Shard, tag: str, act_bytes: float, layer: int
+) -> tuple[Op | None, Op | None, Op | None, Op | None]:
+    """TP collectives around a column- then row-parallel pair of linear layers.
+
+    Returns (forward entry, forward exit, backward exit-gradient, backward entry-gradient).
+    The entry gradient overlaps the weight-gradient GEMM issued right after it.
+    """
+    if shard.tp == 1:
+        return None, None, None, None
+    if shard.sp:
+        return (
+            tp_comm(f"{tag}_all_gather", "all_gather", "fwd", act_bytes, layer),
+            tp_comm(f"{tag}_reduce_scatter", "reduce_scatter", "fwd", act_bytes, layer),
+            tp_comm(f"{tag}_grad_all_gather", "all_gather", "bwd_input", act_bytes, layer),
+            tp_comm(
+                f"{tag}_grad_reduce_scatter",
+                "reduce_scatter",
+                "bwd_input",
+                act_bytes,
+                layer,
+                overlap_ops=1,
+            ),
+        )
+    return (
+        None,
+        tp_comm(f"{tag}_all_reduce", "all_reduce", "fwd", act_bytes, layer),
+        None,
+        tp_comm(
+            f"{tag}_grad_all_reduce", "all_reduce", "bwd_input", act_bytes, layer, overlap_ops=1
+        ),
+    )
+
+
+def _present(*ops: Op | None) -> list[Op]:
+    return [op for op in ops if op is not None]
 
 
 def layer_ops(model: ModelSpec, shard: Shard, layer: int) -> LayerOps:
@@ -133,203 +122,87 @@ def layer_ops(model: ModelSpec, shard: Shard, layer: int) -> LayerOps:
     heads, kv = model.num_heads // t, max(1, model.kv_heads // t)
     wb = DTYPE_BYTES[shard.dtype]
     act = tokens * h * ACT_BYTES  # one full activation tensor [b, s, h]
-    fwd: list[Op] = []
-    bwd: list[Op] = []
-
-    def region_entry(tag: str) -> tuple[Op | None, Op | None]:
-        """Forward/backward comm at the entry of a TP region (f operator; SP all-gather)."""
-        if t == 1:
-            return None, None
-        if shard.sp:
-            return (
-                tp_comm(f"{tag}_all_gather", "all_gather", "fwd", act, layer),
-                tp_comm(f"{tag}_grad_reduce_scatter", "reduce_scatter", "bwd_input", act, layer),
-            )
-        return None, tp_comm(f"{tag}_grad_all_reduce", "all_reduce", "bwd_input", act, layer)
-
-    def region_exit(tag: str) -> tuple[Op | None, Op | None]:
-        """Forward/backward comm at the exit of a TP region (g operator; SP reduce-scatter)."""
-        if t == 1:
-            return None, None
-        if shard.sp:
-            return (
-                tp_comm(f"{tag}_reduce_scatter", "reduce_scatter", "fwd", act, layer),
-                tp_comm(f"{tag}_grad_all_gather", "all_gather", "bwd_input", act, layer),
-            )
-        return tp_comm(f"{tag}_all_reduce", "all_reduce", "fwd", act, layer), None
-
     norm_bytes = 2 * sp_tokens * h * ACT_BYTES
     # bias + dropout + residual add: read two tensors, write one, write a 1-byte mask.
     bda_bytes = sp_tokens * h * (3 * ACT_BYTES + 1)
 
     # --- attention block ---
-    fwd.append(memory_op("norm1", "norm", "fwd", norm_bytes, layer))
-    entry_f, entry_b = region_entry("attn")
+    a_in, a_out, a_out_grad, a_in_grad = _tp_region(shard, "attn", act, layer)
     qkv_f, qkv_d, qkv_w = linear("qkv", tokens, h, (heads + 2 * kv) * d, wb, layer)
-    if entry_f:
-        fwd.append(entry_f)
-    fwd.append(qkv_f)
-    core: list[Op] = []
-    if model.position_embedding == "rope":
-        core.append(
-            memory_op(
-                "rope", "elementwise", "fwd", 2 * tokens * (heads + kv) * d * ACT_BYTES, layer
-            )
-        )
-    qkv_bytes = tokens * (heads + 2 * kv) * d * ACT_BYTES
-    core_fwd, core_bwd = attention_core(
-        shard.attention, b * heads, s, s * shard.cp, d, qkv_bytes, layer
-    )
-    core.extend(core_fwd)
-    fwd.extend(core)
     out_f, out_d, out_w = linear("attn_out", tokens, heads * d, h, wb, layer)
-    fwd.append(out_f)
-    exit_f, exit_b = region_exit("attn")
-    if exit_f:
-        fwd.append(exit_f)
-    fwd.append(memory_op("bias_dropout_add1", "elementwise", "fwd", bda_bytes, layer))
+    core_f, core_b = context_parallel_attention(
+        shard.attention, shard.cp_algorithm, shard.cp, b, heads, kv, s, d, layer
+    )
+    rope: list[Op] = []
+    if model.position_embedding == "rope":
+        rope_bytes = 2 * tokens * (heads + kv) * d * ACT_BYTES
+        rope = [memory_op("rope", "elementwise", "fwd", rope_bytes, layer)]
+    core = (*rope, *core_f)
 
     # --- MLP block (dense or experts) ---
-    fwd.append(memory_op("norm2", "norm", "fwd", norm_bytes, layer))
-    mlp_fwd, mlp_bwd = _mlp_ops(model, shard, layer, tokens, wb)
-    entry2_f, entry2_b = region_entry("mlp")
-    exit2_f, exit2_b = region_exit("mlp")
-    if entry2_f:
-        fwd.append(entry2_f)
-    fwd.extend(mlp_fwd)
-    if exit2_f:
-        fwd.append(exit2_f)
-    fwd.append(memory_op("bias_dropout_add2", "elementwise", "fwd", bda_bytes, layer))
-
-    # --- backward, reverse order; each dgrad is followed by its wgrad so that a TP
-    # collective on the dgrad's output can overlap the wgrad (Megatron's async TP comm) ---
-    bwd.append(memory_op("bias_dropout_add2_bwd", "elementwise", "bwd_input", bda_bytes, layer))
-    if exit2_b:
-        bwd.append(exit2_b)
-    bwd.extend(mlp_bwd)
-    if entry2_b:
-        bwd.append(entry2_b)
-    bwd.append(memory_op("norm2_bwd", "norm", "bwd_input", 2 * norm_bytes, layer))
-    bwd.append(memory_op("bias_dropout_add1_bwd", "elementwise", "bwd_input", bda_bytes, layer))
-    if exit_b:
-        bwd.append(exit_b)
-    bwd.extend([out_d, out_w])
-    bwd.extend(core_bwd)
-    if model.position_embedding == "rope":
-        bwd.append(memory_op("rope_bwd", "elementwise", "bwd_input", core[0].bytes_accessed, layer))
-    bwd.append(qkv_d)
-    if entry_b:
-        bwd.append(entry_b)
-    bwd.append(qkv_w)
-    bwd.append(memory_op("norm1_bwd", "norm", "bwd_input", 2 * norm_bytes, layer))
-    return LayerOps(tuple(fwd), tuple(bwd), tuple(core))
-
-
-def _mlp_ops(
-    model: ModelSpec, shard: Shard, layer: int, tokens: int, wb: int
-) -> tuple[list[Op], list[Op]]:
-    """Forward and backward ops of the MLP of ``layer``: dense, or router + experts."""
-    h, t = model.hidden_size, shard.tp
-    gated = model.activation == "swiglu"
-    fwd: list[Op] = []
-    bwd: list[Op] = []
-    if not model.is_moe_layer(layer):
-        ffn = model.ffn_size // t
-        fc1 = linear("mlp_fc1", tokens, h, (2 if gated else 1) * ffn, wb, layer)
-        fc2 = linear("mlp_fc2", tokens, ffn, h, wb, layer)
-        act_bytes = tokens * ffn * ACT_BYTES * (3 if gated else 2)
-        fwd += [fc1[0], memory_op("activation", "elementwise", "fwd", act_bytes, layer), fc2[0]]
-        bwd += [
-            fc2[1],
-            fc2[2],
-            memory_op("activation_bwd", "elementwise", "bwd_input", 2 * act_bytes, layer),
-            fc1[1],
-            fc1[2],
-        ]
-        return fwd, bwd
-
-    # Mixture of experts: router, dispatch all-to-all over ep, grouped expert GEMMs, combine.
-    ffn = model.expert_ffn_size // t
-    local_experts = model.num_experts // shard.ep
-    routed_tokens = tokens * model.moe_top_k * model.moe_capacity_factor
-    per_expert = max(1, round(routed_tokens / model.num_experts * shard.ep))
-    router = linear("router", tokens, h, model.num_experts, 4, layer)
-    a2a_bytes = routed_tokens * h * ACT_BYTES
-    fwd += [
-        router[0],
-        memory_op("router_topk", "elementwise", "fwd", tokens * model.num_experts * 4 * 2, layer),
-    ]
-    bwd_tail = [router[1], router[2]]
-    if shard.ep > 1:
-        fwd.append(
-            Op(
-                name="moe_dispatch",
-                kind="collective",
-                phase="fwd",
-                comm="all_to_all",
-                axis="ep",
-                comm_bytes=a2a_bytes,
-                layer=layer,
-            )
-        )
-    fc1 = linear(
-        "expert_fc1", per_expert, h, (2 if gated else 1) * ffn, wb, layer, batch=local_experts
-    )
-    fc2 = linear("expert_fc2", per_expert, ffn, h, wb, layer, batch=local_experts)
-    act_bytes = per_expert * local_experts * ffn * ACT_BYTES * (3 if gated else 2)
-    fwd += [fc1[0], memory_op("expert_activation", "elementwise", "fwd", act_bytes, layer), fc2[0]]
-    if model.num_shared_experts:
-        sffn = model.expert_ffn_size * model.num_shared_experts // t
-        s1 = linear("shared_fc1", tokens, h, (2 if gated else 1) * sffn, wb, layer)
-        s2 = linear("shared_fc2", tokens, sffn, h, wb, layer)
-        fwd += [s1[0], s2[0]]
-        bwd_shared = [s2[1], s2[2], s1[1], s1[2]]
+    m_in, m_out, m_out_grad, m_in_grad = _tp_region(shard, "mlp", act, layer)
+    if model.is_moe_layer(layer):
+        mlp_f, mlp_b = moe_mlp_ops(model, t, shard.ep, layer, tokens, wb)
+        mlp_b = [*mlp_b, *_present(m_in_grad)]  # no weight-gradient GEMM left to overlap
     else:
-        bwd_shared = []
-    if shard.ep > 1:
-        fwd.append(
-            Op(
-                name="moe_combine",
-                kind="collective",
-                phase="fwd",
-                comm="all_to_all",
-                axis="ep",
-                comm_bytes=a2a_bytes,
-                layer=layer,
-            )
-        )
-        bwd.append(
-            Op(
-                name="moe_combine_bwd",
-                kind="collective",
-                phase="bwd_input",
-                comm="all_to_all",
-                axis="ep",
-                comm_bytes=a2a_bytes,
-                layer=layer,
-            )
-        )
-    bwd += [
+        mlp_f, mlp_b = _dense_mlp_ops(model, t, layer, tokens, wb, m_in_grad)
+
+    forward = [
+        memory_op("norm1", "norm", "fwd", norm_bytes, layer),
+        *_present(a_in),
+        qkv_f,
+        *core,
+        out_f,
+        *_present(a_out),
+        memory_op("bias_dropout_add1", "elementwise", "fwd", bda_bytes, layer),
+        memory_op("norm2", "norm", "fwd", norm_bytes, layer),
+        *_present(m_in),
+        *mlp_f,
+        *_present(m_out),
+        memory_op("bias_dropout_add2", "elementwise", "fwd", bda_bytes, layer),
+    ]
+    backward = [
+        memory_op("bias_dropout_add2_bwd", "elementwise", "bwd_input", bda_bytes, layer),
+        *_present(m_out_grad),
+        *mlp_b,
+        memory_op("norm2_bwd", "norm", "bwd_input", 2 * norm_bytes, layer),
+        memory_op("bias_dropout_add1_bwd", "elementwise", "bwd_input", bda_bytes, layer),
+        *_present(a_out_grad),
+        out_d,
+        out_w,
+        *core_b,
+        *[
+            memory_op("rope_bwd", "elementwise", "bwd_input", op.bytes_accessed, layer)
+            for op in rope
+        ],
+        qkv_d,
+        *_present(a_in_grad),
+        qkv_w,
+        memory_op("norm1_bwd", "norm", "bwd_input", 2 * norm_bytes, layer),
+    ]
+    return LayerOps(tuple(forward), tuple(backward), tuple(core))
+
+
+def _dense_mlp_ops(
+    model: ModelSpec, tp: int, layer: int, tokens: int, wb: int, input_grad_comm: Op | None
+) -> tuple[list[Op], list[Op]]:
+    """Forward and backward ops of a dense MLP (GELU: 2 GEMMs; SwiGLU: gate+up fused, down)."""
+    h = model.hidden_size
+    gated = model.activation == "swiglu"
+    ffn = model.ffn_size // tp
+    fc1 = linear("mlp_fc1", tokens, h, (2 if gated else 1) * ffn, wb, layer)
+    fc2 = linear("mlp_fc2", tokens, ffn, h, wb, layer)
+    act_bytes = tokens * ffn * ACT_BYTES * (3 if gated else 2)
+    forward = [fc1[0], memory_op("activation", "elementwise", "fwd", act_bytes, layer), fc2[0]]
+    backward = [
         fc2[1],
         fc2[2],
-        memory_op("expert_activation_bwd", "elementwise", "bwd_input", 2 * act_bytes, layer),
+        memory_op("activation_bwd", "elementwise", "bwd_input", 2 * act_bytes, layer),
         fc1[1],
+        *_present(input_grad_comm),
         fc1[2],
     ]
-    if shard.ep > 1:
-        bwd.append(
-            Op(
-                name="moe_dispatch_bwd",
-                kind="collective",
-                phase="bwd_input",
-                comm="all_to_all",
-                axis="ep",
-                comm_bytes=a2a_bytes,
-                layer=layer,
-            )
-        )
-    bwd += bwd_shared + bwd_tail
-    return fwd, bwd
+    return forward, backward
 
 
 def embedding_ops(model: ModelSpec, shard: Shard) -> tuple[tuple[Op, ...], tuple[Op, ...]]:
@@ -367,7 +240,7 @@ def head_ops(model: ModelSpec, shard: Shard) -> tuple[Op, ...]:
     ]
     if t > 1:
         comm = "reduce_scatter" if shard.sp else "all_reduce"
-        ops.append(tp_comm(f"head_grad_{comm}", comm, "bwd_input", act, layer))
+        ops.append(tp_comm(f"head_grad_{comm}", comm, "bwd_input", act, layer, overlap_ops=1))
     ops += [
         head_w,
         memory_op("final_norm_bwd", "norm", "bwd_input", 4 * sp_tokens * h * ACT_BYTES, layer),

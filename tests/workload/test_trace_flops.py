@@ -27,6 +27,10 @@ def matmul_flops(program, phases=("fwd", "bwd_input", "bwd_weight")) -> float:
         ("parallel.pp=2", "parallel.tp=2"),
         ("parallel.pp=2", "parallel.pipeline_schedule=zb-h1"),
         ("training.attention_kernel=unfused",),
+        ("parallel.cp=2",),
+        ("parallel.cp=2", "parallel.cp_algorithm=all_gather"),
+        ("parallel.cp=2", "parallel.cp_algorithm=ulysses", "parallel.tp=2"),
+        ("parallel.zero_stage=3",),
     ],
 )
 def test_op_flops_equal_closed_form_model_flops(model, overrides):
@@ -61,3 +65,31 @@ def test_moe_active_flops_follow_top_k():
     # closed form that counts top-k experts per token.
     assert matmul_flops(program) == pytest.approx(step_flops(spec).model, rel=2e-2)
     assert any(op.comm == "all_to_all" for t in program.tasks for op in t.ops)
+
+
+def test_zero3_gathers_each_layer_before_forward_and_backward():
+    spec = make_experiment("parallel.zero_stage=3", "parallel.global_batch_size=16")
+    program = build_program(spec)
+    gathers = [op for t in program.tasks for op in t.ops if op.name == "param_all_gather"]
+    # one microbatch per rank; embedding (-1), 2 layers and the head, in F and in B
+    layers = {-1, 0, 1, spec.model.num_layers}
+    assert sorted({op.layer for op in gathers}) == sorted(layers)
+    assert len(gathers) == 2 * len(layers)
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "comm"),
+    [
+        ("ring", "send_recv"),
+        ("all_gather", "all_gather"),
+        ("ulysses", "all_to_all"),
+    ],
+)
+def test_context_parallel_collectives(algorithm, comm):
+    spec = make_experiment("parallel.cp=4", f"parallel.cp_algorithm={algorithm}")
+    program = build_program(spec)
+    cp_ops = [op for t in program.tasks for op in t.ops if op.axis == "cp"]
+    assert cp_ops and {op.comm for op in cp_ops} <= {comm, "reduce_scatter"}
+    if algorithm == "ring":  # cp - 1 transfers per layer, forward and backward
+        per_microbatch = 2 * (4 - 1) * spec.model.num_layers
+        assert len(cp_ops) == per_microbatch * spec.parallel.num_microbatches
