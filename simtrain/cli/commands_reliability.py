@@ -48,6 +48,7 @@ def reliability(
     """
     from simtrain.api import simulate
     from simtrain.reliability import JSON_KEYS, compare_policies, get_policy
+    from simtrain.reliability.summary import require_reliability
     from simtrain.specs.loader import load_experiment
 
     names = [name.strip() for name in policies.split(",") if name.strip()]
@@ -60,7 +61,7 @@ def reliability(
     if seed is not None and seed < 0:
         raise fail(f"'--seed' must be >= 0 (got {seed})")
     spec = load_experiment(experiment, overrides or [])
-    num_runs = runs or (spec.reliability.num_runs if spec.reliability else 100)
+    num_runs = runs or require_reliability(spec).num_runs
     result = simulate(spec)
     rows = compare_policies(
         spec,

@@ -137,6 +137,16 @@ def policy_summary(
     return out
 
 
+def require_reliability(spec: ExperimentSpec) -> ReliabilitySpec:
+    """The experiment's ``reliability`` section, or a SpecError saying it is missing."""
+    if spec.reliability is None:
+        raise SpecError(
+            f"'reliability' section is required for a whole-run simulation of {spec.name!r} "
+            "(e.g. 'reliability: {failure_preset: llama3-405b}')"
+        )
+    return spec.reliability
+
+
 def reliability_summary(
     spec: ExperimentSpec, step_time_s: float, model_state_bytes: float
 ) -> dict[str, Any]:
@@ -149,10 +159,13 @@ def reliability_summary(
     Raises:
         SpecError: the experiment has no ``reliability`` section, or no run length.
     """
-    if spec.reliability is None:
-        raise SpecError("'reliability' section is required for a whole-run reliability summary")
     out = policy_summary(
-        spec, spec.reliability, step_time_s, model_state_bytes, spec.reliability.num_runs, spec.seed
+        spec,
+        require_reliability(spec),
+        step_time_s,
+        model_state_bytes,
+        spec.reliability.num_runs,
+        spec.seed,
     )
     return {"policy": "spec", **out}
 
@@ -167,12 +180,11 @@ def compare_policies(
 ) -> list[dict[str, Any]]:
     """Summaries of the named policies side by side, all with the same seed.
 
-    An experiment without a ``reliability`` section is compared under the defaults.
-
     Raises:
-        SpecError: an unknown policy name (listing the known ones).
+        SpecError: the experiment has no ``reliability`` section (it holds the failure
+            rates), or an unknown policy name (listing the known ones).
     """
-    base = spec.reliability or ReliabilitySpec()
+    base = require_reliability(spec)
     factories = [(name, get_policy(name)) for name in policies]
     return [
         {

@@ -114,3 +114,13 @@ def test_negative_rate_in_file_is_one_line(stub_simulate, capsys, tmp_path):
     assert "'reliability.failures.0.rate_per_device_hour'" in err
     assert "(got -0.5)" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_experiment_without_reliability_section_is_one_line(stub_simulate, capsys, tmp_path):
+    path = tmp_path / "plain.yaml"
+    text = Path(LLAMA).read_text()
+    path.write_text(text[: text.index("reliability:")])
+    code, _, err = _run(capsys, str(path))
+    assert code != 0
+    assert "'reliability' section is required" in err
+    assert len(err.strip().splitlines()) == 1
