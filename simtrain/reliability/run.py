@@ -24,7 +24,9 @@ from simtrain.reliability.checkpoint import CheckpointClock, CheckpointPlan
 from simtrain.reliability.failures import FailureSource, InterArrivalSampler
 from simtrain.reliability.recovery import RecoveryPlan
 
-Event = tuple[str, Any]
+JobEvent = tuple[str, Any]
+"""What interrupts the job: (kind, payload) with kind failure, straggler, maint, rejoin or
+horizon."""
 
 
 @dataclass(frozen=True)
@@ -32,9 +34,13 @@ class StragglerSource:
     """Job-level fail-slow episodes in plain numbers."""
 
     rate_per_s: float
+    """Job-level episodes per second."""
     slowdown_factor: float
+    """Step-time multiplier while an episode lasts."""
     duration_s: float
+    """Length of one episode."""
     weibull_shape: float | None = None
+    """Weibull shape, or None for exponential inter-arrivals."""
 
 
 @dataclass(frozen=True)
@@ -44,19 +50,28 @@ class RunParams:
     total_work_s: float
     """Failure-free training time to reach the token target."""
     step_time_s: float
+    """One optimizer step; no-rollback policies lose only the step in progress."""
     num_nodes: int
+    """Nodes of the job (the unit live migration loses per failure)."""
     dp: int
+    """Data-parallel replicas (the unit elastic recovery loses per failure)."""
     sources: tuple[FailureSource, ...]
+    """Job-level failure processes."""
     checkpoint: CheckpointPlan
+    """Checkpoint interval, stall and tiers."""
     recovery: RecoveryPlan
+    """What the job does after a failure."""
     horizon_s: float = math.inf
     """Stop at this wall time even if the target is not reached."""
     max_wall_s: float = math.inf
     """Give up at this wall time: a policy that cannot outrun the failures (no checkpoints,
     intervals far beyond the MTBF) would otherwise never finish. The result says so."""
     maintenance_interval_s: float = math.inf
+    """Wall seconds between planned interruptions (inf for none)."""
     maintenance_downtime_s: float = 0.0
+    """Wall seconds down per planned interruption, after a full checkpoint."""
     stragglers: tuple[StragglerSource, ...] = ()
+    """Fail-slow processes."""
 
 
 @dataclass
@@ -64,11 +79,15 @@ class RunResult:
     """Outcome of one simulated run."""
 
     wall_s: float
+    """Wall-clock seconds from the first step to the end (target, horizon or give-up)."""
     work_s: float
+    """Failure-free training seconds achieved and kept."""
     interruptions: Counter[str] = field(default_factory=Counter)
     """Unexpected interruptions by cause."""
     planned_interruptions: int = 0
+    """Planned maintenance interruptions that hit a running job."""
     num_checkpoints: int = 0
+    """Checkpoints completed (rolled-back ones included)."""
     finished: bool = True
     """False when the run hit ``max_wall_s`` before reaching its target."""
     lost_s: Counter[str] = field(default_factory=Counter)
@@ -97,7 +116,7 @@ class _RunModel:
         self.live = self.full
         self.spares = p.recovery.num_spare_nodes
         self.nodes_needed = 0
-        self.spare_ready: simpy.Event | None = None
+        self.spare_ready: simpy.JobEvent | None = None
         self.stopped = False
         self.job = self.env.process(self._train())
         streams = rng.spawn(len(p.sources) + len(p.stragglers) + 1)
@@ -126,7 +145,7 @@ class _RunModel:
     def speed(self) -> float:
         return self.p.recovery.base_speed * self.live / self.full
 
-    def _arm(self, gap: Callable[[], float], event: Event) -> None:
+    def _arm(self, gap: Callable[[], float], event: JobEvent) -> None:
         """Renewal process: after each gap, interrupt the job with ``event`` and re-arm.
 
         Timeout callbacks instead of one SimPy process per source halve the events per
@@ -140,7 +159,7 @@ class _RunModel:
 
         self.env.timeout(gap()).callbacks.append(fire)
 
-    def _wait(self, target: simpy.Event) -> Generator[simpy.Event, Any, Event | None]:
+    def _wait(self, target: simpy.Event) -> Generator[simpy.Event, Any, JobEvent | None]:
         """Wait for ``target``; return the interrupting event instead if one comes first."""
         try:
             yield target
@@ -172,7 +191,7 @@ class _RunModel:
         lost["redundancy"] += gained / base - gained
         lost["degraded"] += gained / speed - gained / base
 
-    def _dispatch(self, event: Event | None) -> Generator[simpy.Event, Any, None]:
+    def _dispatch(self, event: JobEvent | None) -> Generator[simpy.Event, Any, None]:
         while event is not None and not self.stopped:
             kind, payload = event
             if kind == "failure":
@@ -195,7 +214,7 @@ class _RunModel:
             else:  # horizon
                 self.stopped = True
 
-    def _on_failure(self, src: FailureSource) -> Generator[simpy.Event, Any, Event | None]:
+    def _on_failure(self, src: FailureSource) -> Generator[simpy.Event, Any, JobEvent | None]:
         rec, cause = self.p.recovery, src.cause
         self.result.interruptions[cause] += 1
         if src.loses_node:
@@ -232,7 +251,7 @@ class _RunModel:
         if self.spare_ready is not None and not self.spare_ready.triggered:
             self.spare_ready.succeed()
 
-    def _acquire_spares(self, cause: str) -> Generator[simpy.Event, Any, Event | None]:
+    def _acquire_spares(self, cause: str) -> Generator[simpy.Event, Any, JobEvent | None]:
         """Take a node per lost node: a hot spare, or else wait for a repaired one."""
         while self.nodes_needed > self.spares:
             t0, self.spare_ready = self.env.now, self.env.event()
@@ -244,7 +263,7 @@ class _RunModel:
         self.nodes_needed = 0
         return None
 
-    def _down(self, duration_s: float, cause: str) -> Generator[simpy.Event, Any, Event | None]:
+    def _down(self, duration_s: float, cause: str) -> Generator[simpy.Event, Any, JobEvent | None]:
         """Stay down for ``duration_s``; return a failure or the horizon if one cuts it short.
 
         Stragglers and maintenance have no effect on a job that is down; a repaired node
