@@ -100,11 +100,14 @@ class CheckpointClock:
 
     Work is measured in seconds of failure-free training. Checkpoint j (1-based) after a
     stretch that starts at wall time t0 ends its stall at ``A + (j − 1)·L`` and covers work
-    ``B + (j − 1)·τ``, with L = τ/speed + stall the wall length of a cycle.
+    ``B + (j − 1)·τ``, with L = τ/speed + stall the wall length of a cycle; A and B are the end
+    and the work of the first checkpoint of the stretch (the one in progress, or the next).
     """
 
     plan: CheckpointPlan
+    """The checkpoint policy."""
     total_work_s: float
+    """Work of the whole run; no checkpoint is taken once it is reached."""
     work_s: float = 0.0
     """Work done, including work not yet covered by a checkpoint."""
     since_ckpt_s: float = 0.0
@@ -122,6 +125,7 @@ class CheckpointClock:
         self.tier_work_s = [0.0] * len(self.plan.tiers)
 
     def _cycle(self, t0: float, speed: float) -> tuple[float, float, float]:
+        """(A, B, L) of a stretch starting at ``t0``: see the class docstring."""
         tau, stall = self.plan.interval_s, self.plan.stall_s
         if self.stall_left_s > 0:
             first_end, first_work = t0 + self.stall_left_s, self.work_s
