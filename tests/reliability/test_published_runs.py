@@ -96,3 +96,16 @@ def _instant_restart():
     from simtrain.reliability.recovery import RecoveryPlan
 
     return RecoveryPlan("restart", detection_s=0.0, restart_s=0.0, num_spare_nodes=10**6)
+
+
+def test_full_run_experiment_reaches_its_token_target():
+    spec = load_experiment(ROOT / "experiments/reliability/llama3-405b-full-run.yaml")
+    spec = spec.model_copy(
+        update={"reliability": spec.reliability.model_copy(update={"num_runs": 2})}
+    )
+    summary = reliability_summary(spec, STEP_TIME_S, MODEL_STATE_BYTES)
+    steps = 15.6e12 / (2048 * 8192)
+    ideal_days = steps * STEP_TIME_S / 86400
+    assert summary["finished_fraction"] == 1.0
+    assert summary["wall_days_mean"] == pytest.approx(ideal_days / summary["ettr_mean"], rel=1e-3)
+    assert summary["ettr_mean"] > 0.9
