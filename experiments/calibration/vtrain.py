@@ -8,7 +8,8 @@ recomputation, 1F1B) and, where it is silent, one documented assumption for all 
 - GPT-2-style model: learned positions, GELU, biases, LayerNorm, tied embeddings, vocabulary
   50,257 padded to a multiple of 128·tp as Megatron-DeepSpeed does;
 - fp16, unfused attention (Megatron-DeepSpeed without FlashAttention), fp32 gradient
-  reduction, no sequence parallelism;
+  reduction after the backward (no bucketed overlap: the runs' vTrain configs set
+  ``use_gradient_bucket: false``), no sequence parallelism;
 - A100-80GB in 8-GPU NVSwitch nodes with 4 x HDR (800 Gb/s per node, the inter-node
   bandwidth vTrain itself assumed for these runs).
 """
@@ -60,6 +61,7 @@ def row_experiment(row: dict[str, str]) -> ExperimentSpec:
                 "global_batch_size": int(row["global_batch_size"]),
                 "recompute": "full",
                 "pipeline_schedule": "1f1b",
+                "overlap_grad_reduce": False,
             },
             "cluster": {
                 "accelerator": "A100-80GB",

@@ -2,9 +2,7 @@
 
 Bandwidths are line rates per direction from ``shared/reference/hardware.md`` §7.2-7.3.
 ``efficiency`` is the measured fraction of line rate that NCCL reaches for large messages,
-from ``shared/reference/collectives.md`` §6.1-6.2; latencies are NCCL's per-step hardware
-latencies for the LL128 ring (``collectives.md`` §6.3, version A: NVLink 1.9 µs, PCI 2.5 µs,
-NET 4.0 µs).
+from ``shared/reference/collectives.md`` §6.1-6.2; latencies are per ring step (see below).
 """
 
 from __future__ import annotations
@@ -13,9 +11,16 @@ from simtrain.specs.hardware import LinkSpec
 
 _HW = "shared/reference/hardware.md"
 _COLL = "shared/reference/collectives.md"
-NVLINK_LAT_S = 1.9e-6
-PCI_LAT_S = 2.5e-6
-NET_LAT_S = 4.0e-6
+# Per-step latency of a ring collective over NVLink, fitted on the two points of vTrain's
+# measured 8 x A100 all-reduce table (shared/reference/vtrain-measured-runs.md): 8.19 ms at
+# 1 GiB gives busbw 229 GB/s; 92.8 µs at 1 MiB then leaves 92.8 - 1.75 * 1 MiB / 229 GB/s
+# = 84.8 µs of latency over 2 * (8 - 1) = 14 steps, 6.06 µs per step. (NCCL's own model,
+# collectives.md §6.3, gives 8.4 µs + 14 x 3.4 µs = 56 µs for the Simple protocol.)
+NVLINK_LAT_S = (92.8e-6 - 1.75 * 2**20 / 229e9) / 14
+# NCCL's Simple-protocol hardware latencies, collectives.md §6.3 version A: PCI 5.7 µs and
+# NET 14 µs per step (Simple is the protocol NCCL picks for the large messages of training).
+PCI_LAT_S = 5.7e-6
+NET_LAT_S = 14e-6
 # NDR efficiency: 47 GB/s measured (46-48, collectives.md §6.2) of a 50 GB/s line rate.
 NDR_EFFICIENCY = 47 / 50
 # NVLink4 ring: ≈370 GB/s busbw of 450 GB/s per direction (collectives.md §6.1).

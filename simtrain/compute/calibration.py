@@ -24,7 +24,9 @@ class ComputeCalibration:
         attention_fwd_efficiency: fraction of peak a fused (flash) attention forward reaches.
         attention_bwd_efficiency: the same for the backward (which recomputes scores).
         memory_efficiency: fraction of peak HBM bandwidth that memory-bound kernels reach.
-        kernel_overhead_s: fixed cost per kernel (launch, prologue, tail), added to each op.
+        kernel_overhead_s: fixed device-side cost per kernel (prologue, tail), added to each op.
+        host_issue_s: host time to issue one kernel (framework dispatch and launch); a kernel
+            shorter than this leaves the device waiting, so it is a floor on every op's time.
         source: where the numbers come from.
     """
 
@@ -36,6 +38,7 @@ class ComputeCalibration:
     attention_bwd_efficiency: float
     memory_efficiency: float
     kernel_overhead_s: float
+    host_issue_s: float
     source: str
 
 
@@ -48,6 +51,7 @@ A100 = ComputeCalibration(
     attention_bwd_efficiency=0.40,
     memory_efficiency=0.80,
     kernel_overhead_s=4e-6,
+    host_issue_s=10e-6,
     source="initial values; refit by experiments/calibration/fit_a100.py",
 )
 

@@ -1,6 +1,7 @@
 """Time of a compute op on an accelerator: a roofline with GEMM and attention efficiencies.
 
-time = kernel overhead + max(FLOPs / achievable FLOP/s, bytes / achievable bytes/s)
+time = max(host issue time, kernel overhead + max(FLOPs / achievable FLOP/s,
+                                                   bytes / achievable bytes/s))
 
 Achievable FLOP/s of a GEMM is the dense peak at the training dtype times three factors:
 the calibrated large-GEMM efficiency, the *wave efficiency* (the last wave of output tiles
@@ -8,7 +9,8 @@ leaves SMs idle: ``tiles / (waves * SMs)``), and a pipeline-fill factor ``K / (K
 that penalises short reductions. Fused attention uses its own forward/backward efficiencies;
 a causal kernel skips the masked upper triangle, so it executes about half of the counted
 FLOPs (plus the diagonal blocks). Everything else is memory-bound at a calibrated fraction of
-HBM bandwidth.
+HBM bandwidth. The host-issue floor models eager frameworks, which launch one kernel at a
+time from Python: tiny kernels finish before the next one is issued.
 """
 
 from __future__ import annotations
@@ -89,6 +91,6 @@ class RooflineComputeModel:
             compute_s = executed / (self.peak_flops * eff)
         else:
             compute_s = 0.0
-        time_s = cal.kernel_overhead_s + max(compute_s, memory_s)
+        time_s = max(cal.host_issue_s, cal.kernel_overhead_s + max(compute_s, memory_s))
         self._cache[op] = time_s
         return time_s

@@ -48,8 +48,9 @@ def test_gradient_bytes_equal_local_parameters_in_fp32():
 
 
 def test_overlap_hides_part_of_the_reduction():
-    bigger = ("model.hidden_size=1024", "model.num_layers=4", "model.seq_length=1024")
-    hidden = simulate(make_experiment(*bigger, "parallel.grad_bucket_size_bytes=20000000"))
+    # compute-heavy enough that a layer's backward outlasts one bucket's all-reduce
+    bigger = ("model.hidden_size=2048", "model.num_layers=4", "model.seq_length=4096")
+    hidden = simulate(make_experiment(*bigger, "parallel.grad_bucket_size_bytes=200000000"))
     exposed = simulate(make_experiment(*bigger, "parallel.overlap_grad_reduce=false"))
     assert hidden.step_time_s < exposed.step_time_s
     assert hidden.summary()["exposed_comm_s"] < exposed.summary()["exposed_comm_s"]
