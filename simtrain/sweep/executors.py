@@ -1,0 +1,220 @@
+"""Executors: where a sweep's configurations run (local processes by default, or Ray).
+
+An executor maps a picklable task over ``(key, payload)`` items and yields ``(key, result)``
+pairs as they finish, in any order, keeping only a small window of items in flight so that
+enumeration stays lazy. The driver (:mod:`simtrain.sweep.run`) stores each result as it
+arrives; executors hold no results.
+
+The local executor uses a ``spawn`` multiprocessing *context* created here, never a global
+start method. Workers ignore SIGINT, so a Ctrl-C reaches only the driver, which stops them.
+A worker that dies (killed, out of host memory) breaks the pool: it is rebuilt and the
+configurations in flight are retried once; a configuration in flight at two breaks is
+recorded as an error.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import socket
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, Protocol
+
+from simtrain.errors import SpecError
+
+Task = Callable[[Any], dict[str, Any]]
+Item = tuple[str, Any]
+
+_WORKER_DIED = "worker process died twice while running this configuration"
+
+
+class Executor(Protocol):
+    """Runs a task over items and yields results as they finish."""
+
+    num_workers: int
+
+    def map_unordered(self, task: Task, items: Iterable[Item]) -> Iterator[tuple[str, Any]]:
+        """Yield ``(key, task(payload))`` for every item, in completion order."""
+        ...
+
+    def close(self) -> None:
+        """Release workers and connections."""
+        ...
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def died_row(message: str = _WORKER_DIED) -> dict[str, Any]:
+    """The row recorded for a configuration whose worker died."""
+    return {"status": "error", "error": message}
+
+
+class LocalExecutor:
+    """A pool of local worker processes (all cores by default)."""
+
+    def __init__(self, num_workers: int | None = None) -> None:
+        self.num_workers = num_workers or os.cpu_count() or 1
+        self._pool: ProcessPoolExecutor | None = None
+
+    def _new_pool(self) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(
+            max_workers=self.num_workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_ignore_sigint,
+        )
+
+    def map_unordered(self, task: Task, items: Iterable[Item]) -> Iterator[tuple[str, Any]]:
+        """Run ``task`` over ``items`` in worker processes, yielding results as they finish."""
+        source = iter(items)
+        retry: deque[Item] = deque()
+        attempts: Counter[str] = Counter()
+        pending: dict[Future[Any], Item] = {}
+        self._pool = self._new_pool()
+        try:
+            while True:
+                while len(pending) < 2 * self.num_workers:
+                    item = retry.popleft() if retry else next(source, None)
+                    if item is None:
+                        break
+                    pending[self._pool.submit(task, item[1])] = item
+                if not pending:
+                    return
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                broken = False
+                for future in done:
+                    key, payload = pending.pop(future)
+                    try:
+                        result = future.result()
+                    except BrokenProcessPool:
+                        broken = True
+                        attempts[key] += 1
+                        if attempts[key] < 2:
+                            retry.append((key, payload))
+                            continue
+                        result = died_row()
+                    yield key, result
+                if broken:
+                    self._pool.shutdown(wait=False, cancel_futures=True)
+                    retry.extend(pending.values())  # their futures fail with the pool
+                    pending.clear()
+                    self._pool = self._new_pool()
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Stop the workers at once (a Ctrl-C must not wait for running simulations)."""
+        if self._pool is None:
+            return
+        # ProcessPoolExecutor has no public terminate before Python 3.14; its process table is
+        # the only handle on the workers.
+        processes = list(getattr(self._pool, "_processes", {}).values())
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            process.terminate()
+        self._pool = None
+
+
+def check_reachable(address: str, timeout_s: float = 3.0) -> None:
+    """Fail fast, in one line, when a ``[ray://]HOST:PORT`` Ray address does not answer.
+
+    Raises:
+        SpecError: the address is malformed or nothing listens there.
+    """
+    hostport = address.removeprefix("ray://")
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise SpecError(f"'--address' must be auto, HOST:PORT or ray://HOST:PORT (got {address!r})")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise SpecError(
+            f"'--address' must reach a running Ray cluster (got {address!r}: {reason})"
+        ) from None
+
+
+class RayExecutor:
+    """Ray tasks on a local Ray instance (address None) or an existing cluster.
+
+    Workers on a remote cluster must have simtrain installed (``pip install simtrain[ray]``).
+    """
+
+    def __init__(self, num_workers: int | None = None, address: str | None = None) -> None:
+        try:
+            import ray
+        except ImportError:
+            raise SpecError(
+                "'--executor ray' needs Ray, the optional extra: pip install 'simtrain[ray]'"
+            ) from None
+        if address not in (None, "auto"):
+            check_reachable(address)
+        try:
+            ray.init(
+                address=address,
+                num_cpus=num_workers if address is None else None,
+                include_dashboard=False,
+                log_to_driver=False,
+                ignore_reinit_error=True,
+            )
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            message = " ".join(str(exc).split())
+            raise SpecError(f"'--address' must reach a running Ray cluster ({message})") from None
+        self._ray = ray
+        self.num_workers = int(ray.available_resources().get("CPU", 1)) or 1
+
+    def map_unordered(self, task: Task, items: Iterable[Item]) -> Iterator[tuple[str, Any]]:
+        """Run ``task`` over ``items`` as Ray tasks, yielding results as they finish."""
+        ray = self._ray
+        remote = ray.remote(num_cpus=1, max_retries=1)(task)
+        source = iter(items)
+        pending: dict[Any, str] = {}
+        try:
+            while True:
+                while len(pending) < 2 * self.num_workers:
+                    item = next(source, None)
+                    if item is None:
+                        break
+                    pending[remote.remote(item[1])] = item[0]
+                if not pending:
+                    return
+                ready, _ = ray.wait(list(pending), num_returns=1)
+                for ref in ready:
+                    key = pending.pop(ref)
+                    try:
+                        result = ray.get(ref)
+                    except ray.exceptions.RayError as exc:
+                        result = died_row(" ".join(f"{type(exc).__name__}: {exc}".split()))
+                    yield key, result
+        finally:
+            for ref in pending:
+                ray.cancel(ref, force=True)
+
+    def close(self) -> None:
+        """Disconnect from (and stop, if it was started here) the Ray instance."""
+        self._ray.shutdown()
+
+
+EXECUTORS: dict[str, Callable[..., Executor]] = {"local": LocalExecutor, "ray": RayExecutor}
+"""Executor name -> factory ``(num_workers, address)``."""
+
+
+def get_executor(name: str, num_workers: int | None = None, address: str | None = None) -> Executor:
+    """Build the executor ``name``; an unknown name lists the known ones.
+
+    Raises:
+        SpecError: unknown executor, an address given to the local executor, or Ray errors.
+    """
+    if name not in EXECUTORS:
+        raise SpecError(f"'--executor' must be one of {', '.join(EXECUTORS)} (got {name!r})")
+    if name == "local":
+        if address is not None:
+            raise SpecError(f"'--address' needs --executor ray (got {address!r} with local)")
+        return LocalExecutor(num_workers)
+    return RayExecutor(num_workers, address)
