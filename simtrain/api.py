@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import warnings
 from importlib.metadata import PackageNotFoundError, version
 
 from simtrain.catalog import get_accelerator, get_link
@@ -45,7 +46,24 @@ def check_hardware(spec: ExperimentSpec) -> None:
 
 
 def network_model_for(spec: ExperimentSpec) -> NetworkModel:
-    """The network model the experiment asks for."""
+    """The network model the experiment asks for (``simulation.network_model``).
+
+    ``alpha_beta`` times every collective as a ring in closed form; ``flow`` builds the
+    cluster's topology and runs each collective's algorithm (``simulation.collective_algorithm``,
+    ``auto`` picks the fastest as NCCL's tuner does) through the flow-level model.
+    """
+    sim = spec.simulation
+    if sim.network_model == "flow":
+        from simtrain.network.flow_model import FlowNetworkModel
+
+        return FlowNetworkModel.from_cluster(spec.cluster, algorithm=sim.collective_algorithm)
+    if sim.collective_algorithm not in ("auto", "ring"):
+        warnings.warn(
+            f"simulation.collective_algorithm={sim.collective_algorithm} has no effect with "
+            "simulation.network_model=alpha_beta (ring only); use network_model=flow",
+            UserWarning,
+            stacklevel=2,
+        )
     return AlphaBetaNetwork.from_cluster(spec.cluster)
 
 
