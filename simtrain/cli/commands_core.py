@@ -27,7 +27,8 @@ def run(
     experiment: Annotated[Path, typer.Argument(help="Experiment YAML file.")],
     overrides: SetOption = None,
     out: Annotated[
-        Path | None, typer.Option("--out", help="Directory to write report.json into.")
+        Path | None,
+        typer.Option("--out", help="Directory for report.json, report.md, PNGs and trace.json."),
     ] = None,
     as_json: JsonOption = False,
     full: Annotated[
@@ -50,9 +51,16 @@ def run(
         report["reliability"] = reliability_summary(
             spec, result.step_time_s, result.model_state_bytes
         )
+        from simtrain.metrics.cost import cost_summary
+
+        ettr = report["reliability"]["ettr_mean"]
+        report["cost"] = cost_summary(result, ettr, "reliability.ettr_mean (Monte Carlo)")
     if out is not None:
+        from simtrain.report.files import write_report_files
+
         out.mkdir(parents=True, exist_ok=True)
         (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+        write_report_files(result, out, report)
     if as_json:
         typer.echo(json.dumps(report, indent=2))
         return
@@ -60,7 +68,7 @@ def run(
     console.print(breakdown_table(report))
     console.print(memory_table(report))
     if out is not None:
-        console.print(f"wrote {out / 'report.json'}")
+        console.print(f"wrote {out}/: report.json, report.md, the PNGs and trace.json")
 
 
 @app.command()

@@ -23,7 +23,6 @@ from simtrain.parallel.schedule_timing import (
     StageTimes,
     schedule_metrics,
     schedule_program,
-    task_action,
 )
 from simtrain.parallel.schedules import SCHEDULES, build_schedule, format_grid
 
@@ -38,7 +37,6 @@ _FLAGS = {
     "'p2p_s'": "'--t-p2p'",
     "'schedule'": "'--schedule'",
 }
-_COLOURS = {"F": "#4c72b0", "B": "#dd8452", "W": "#55a868"}
 
 
 def _closed_form(name: str, pp: int, m: int, vpp: int) -> tuple[str, float] | None:
@@ -54,61 +52,17 @@ def _draw_gantt(
     program: Program, start_s: Sequence[float], end_s: Sequence[float], title: str, path: Path
 ) -> None:
     """Save a Gantt chart of the replay: one row per stage, bars coloured by F/B/W."""
-    import matplotlib
+    from simtrain.report.gantt import gantt_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.patches import Patch
-
-    num_ranks = len(program.simulated_ranks)
-    step = float(max(end_s))
-    fig, ax = plt.subplots(figsize=(max(6.0, min(24.0, step * 0.35 + 2)), 0.6 * num_ranks + 1.4))
+    ranks = program.simulated_ranks
     num_stages = 1 + max(t.stage for t in program.tasks)
-    kinds = set()
-    for i, task in enumerate(program.tasks):
-        action = task_action(task)
-        if action is None:
-            continue
-        kind = action.kind
-        kinds.add(kind)
-        width = float(end_s[i] - start_s[i])
-        chunk = task.stage // num_ranks if num_stages > num_ranks else 0
-        ax.barh(
-            task.rank,
-            width,
-            left=float(start_s[i]),
-            height=0.8,
-            color=_COLOURS[kind],
-            alpha=1.0 - 0.35 * (chunk % 2),
-            edgecolor="white",
-            linewidth=0.6,
-        )
-        ax.text(
-            float(start_s[i]) + width / 2,
-            task.rank,
-            str(task.microbatch),
-            ha="center",
-            va="center",
-            fontsize=7,
-            color="white",
-        )
     plain = all(t.stage == t.rank for t in program.tasks)
-    ax.set_yticks(
-        range(num_ranks), [f"{'stage' if plain else 'rank'} {r}" for r in range(num_ranks)]
-    )
-    ax.invert_yaxis()
-    ax.set_xlim(0, step)
-    ax.set_xlabel("time")
-    ax.set_title(title, fontsize=10)
-    ax.legend(
-        handles=[Patch(color=_COLOURS[k], label=k) for k in "FBW" if k in kinds],
-        loc="upper left",
-        bbox_to_anchor=(1.0, 1.0),
-        fontsize=8,
-    )
-    fig.tight_layout()
+    labels = [f"{'stage' if plain else 'rank'} {r}" for r in ranks]
+    fig = gantt_figure(
+        program, start_s, end_s, ranks, labels, title, time_unit=None,
+        chunks_per_rank=max(1, num_stages // len(ranks)),
+    )  # fmt: skip
     fig.savefig(path, dpi=150)
-    plt.close(fig)
 
 
 def _table(metrics: ScheduleMetrics, program: Program) -> Table:

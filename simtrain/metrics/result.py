@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from simtrain.metrics.cost import cost_summary
 from simtrain.metrics.flops import StepFlops
 from simtrain.metrics.timeline import RankTime
 from simtrain.parallel.program import Program
@@ -138,6 +139,7 @@ class SimulationResult:
             "compute_s": self._mean("busy_s"),
             "breakdown_s": self.breakdown_s(),
             "memory": self.memory.to_dict(),
+            "cost": cost_summary(self),
             "num_gpus": self.num_gpus,
             "num_params": self.num_params,
             "tokens_per_step": self.tokens_per_step,
@@ -153,3 +155,40 @@ class SimulationResult:
             "spec": self.spec.model_dump(mode="json"),
             "simtrain_version": self.version,
         }
+
+    # Notebook views (simtrain.report draws them; imported on use to keep this module light)
+
+    def to_frame(self) -> Any:
+        """Headline metrics as a one-row pandas DataFrame (column names carry units)."""
+        from simtrain.report.frames import result_frame
+
+        return result_frame(self)
+
+    def events_frame(self) -> Any:
+        """Every task of the step as a pandas DataFrame (rank, stream, label, start_s, ...)."""
+        from simtrain.report.frames import events_frame
+
+        return events_frame(self)
+
+    def plot_timeline(self) -> Any:
+        """Gantt chart of one pipeline over the step (a matplotlib Figure)."""
+        from simtrain.report.plots import plot_timeline
+
+        return plot_timeline(self)
+
+    def plot_breakdown(self) -> Any:
+        """Step time by state and communication by kind, per stage (a matplotlib Figure)."""
+        from simtrain.report.plots import plot_breakdown
+
+        return plot_breakdown(self)
+
+    def plot_memory(self) -> Any:
+        """Memory of each stage over the step against capacity (a matplotlib Figure)."""
+        from simtrain.report.plots import plot_memory
+
+        return plot_memory(self)
+
+    def _repr_html_(self) -> str:
+        from simtrain.report.frames import result_html
+
+        return result_html(self)
