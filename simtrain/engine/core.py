@@ -9,6 +9,7 @@ simulations can run in one process (sweeps, notebooks).
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -47,56 +48,61 @@ def execute(program: Program, durations_s: Sequence[float]) -> EngineResult:
     tasks = program.tasks
     num_tasks = len(tasks)
     env = simpy.Environment()
-    start = np.full(num_tasks, np.nan)
-    end = np.full(num_tasks, np.nan)
+    start = [math.nan] * num_tasks
+    end = [math.nan] * num_tasks
 
     needed = {d for task in tasks for d in task.deps}
     done: dict[int, simpy.Event] = {i: env.event() for i in needed}
     arrivals: dict[str, int] = defaultdict(int)
-    for task in tasks:
-        if task.collective_key:
-            arrivals[task.collective_key] += 1
-    gates: dict[str, simpy.Event] = {key: env.event() for key in arrivals}
-
     streams: dict[tuple[int, str], list[int]] = defaultdict(list)
     for index, task in enumerate(tasks):
         streams[(task.rank, task.stream)].append(index)
-
-    counter = [0]
+        if task.collective_key:
+            arrivals[task.collective_key] += 1
+    gates: dict[str, simpy.Event] = {key: env.event() for key in arrivals}
+    # Per-task plain data for the hot loop: dependency events, gate key, duration, done event.
+    plan = [
+        (
+            index,
+            [done[d] for d in task.deps],
+            task.collective_key,
+            durations_s[index],
+            done.get(index),
+        )
+        for index, task in enumerate(tasks)
+    ]
+    waits = 0
 
     def stream_process(indices: list[int]):
+        nonlocal waits
         timeout = env.timeout
-        for index in indices:
-            task = tasks[index]
-            for dep in task.deps:
-                event = done[dep]
+        for index, dep_events, key, duration, finished in map(plan.__getitem__, indices):
+            for event in dep_events:
                 if not event.triggered:
-                    counter[0] += 1
+                    waits += 1
                     yield event
-            key = task.collective_key
             if key:
                 arrivals[key] -= 1
                 gate = gates[key]
                 if arrivals[key] == 0:
                     gate.succeed()
                 else:
-                    counter[0] += 1
+                    waits += 1
                     yield gate
             start[index] = env.now
-            duration = durations_s[index]
             if duration > 0:
-                counter[0] += 1
                 yield timeout(duration)
             end[index] = env.now
-            event = done.get(index)
-            if event is not None:
-                event.succeed()
+            if finished is not None:
+                finished.succeed()
 
     for indices in streams.values():
         env.process(stream_process(indices))
     env.run()
+    start_s, end_s = np.array(start), np.array(end)
+    timeouts = sum(1 for d in durations_s if d > 0)
 
-    unfinished = np.flatnonzero(np.isnan(end))
+    unfinished = np.flatnonzero(np.isnan(end_s))
     if unfinished.size:
         stuck = ", ".join(
             f"rank {tasks[i].rank} {tasks[i].stream} '{tasks[i].label}'" for i in unfinished[:5]
@@ -104,5 +110,5 @@ def execute(program: Program, durations_s: Sequence[float]) -> EngineResult:
         raise EngineDeadlock(
             f"{unfinished.size} of {num_tasks} tasks never ran; first waiting: {stuck}"
         )
-    step = float(end.max()) if num_tasks else 0.0
-    return EngineResult(start, end, step, counter[0])
+    step = float(end_s.max()) if num_tasks else 0.0
+    return EngineResult(start_s, end_s, step, timeouts + waits)

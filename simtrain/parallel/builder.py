@@ -23,7 +23,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from simtrain.parallel.layout import DENSE_AXES, RankLayout
+from simtrain.parallel.layout import RankLayout
 from simtrain.parallel.program import Program, Task
 from simtrain.parallel.schedules import get_schedule, split_backwards, stage_rank
 from simtrain.parallel.segments import SegmentPlan, segment_ops
@@ -292,6 +292,9 @@ class _StepAssembler:
         self.p2p_bytes = (
             p.micro_batch_size * model.seq_length // p.cp * model.hidden_size * ACT_BYTES // p.tp
         )
+        self.p2p_op = Op(
+            name="send_recv", kind="p2p", comm="send_recv", axis="pp", comm_bytes=self.p2p_bytes
+        )
         self.grad_bytes = GRAD_BYTES[spec.training.grad_reduce_dtype]
         self.dp_axis = "dp-cp" if p.cp > 1 else "dp"
 
@@ -324,14 +327,11 @@ class _StepAssembler:
         mb: int,
         after: list[Dep],
     ) -> None:
-        coords = {a: c for a, c in self.layout.coords(rb.rank).items() if a in DENSE_AXES}
         peer_stage = stage_rank(
             self.schedule_name, peer_chunk, mb, self.p.pp, self.p.num_microbatches
         )
-        peer = self.layout.rank({**coords, "pp": peer_stage})
-        op = Op(
-            name="send_recv", kind="p2p", comm="send_recv", axis="pp", comm_bytes=self.p2p_bytes
-        )
+        peer = rb.group("pp")[peer_stage]  # the pp group is ordered by stage
+        op = self.p2p_op
         self.p2p[key] = rb.add(
             Task(
                 rb.rank,
