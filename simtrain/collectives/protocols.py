@@ -3,8 +3,12 @@
 Constants from NCCL's cost model, ``src/graph/tuning.cc`` at commit b6475625 (about NCCL
 2.19-2.20), as transcribed in ``shared/reference/collectives.md`` §6.3. The catalog's link
 bandwidths are calibrated on large messages, where NCCL runs Simple; so Simple keeps the
-full calibrated bandwidth and the other protocols take NCCL's factors relative to it. The
-LL128 hardware latencies are the catalog's link latencies (the same NCCL table row).
+full calibrated bandwidth and the other protocols take NCCL's factors relative to it.
+
+The catalog's link latencies are per ring step under Simple (NCCL's Simple ``hwLat`` for PCI
+and NET; for NVLink a fit on vTrain's measured 8 x A100 all-reduce that already includes the
+fixed cost), so the Simple ring takes them as they are and adds no separate base latency;
+every other (family, protocol) pair uses NCCL's tables.
 
 Left out of NCCL's model: per-channel bandwidth caps, the LL128 x0.7 single-rank-per-node
 case and the Simple-ring "plateau" latency factor.
@@ -16,7 +20,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simtrain.catalog.links import NET_LAT_S, NVLINK_LAT_S, PCI_LAT_S
 from simtrain.collectives.base import Family
 from simtrain.topology.base import LINK_CLASSES
 
@@ -50,7 +53,8 @@ class Protocol:
     ) -> np.ndarray:
         """Per-link latency under this protocol; links that add no latency keep none.
 
-        ICI links (TPU) are not NCCL's and keep the topology's latency.
+        Link classes missing from the table keep the topology's (catalog) latency: ICI links
+        (TPU, not NCCL's) always, and every class for the Simple ring.
         """
         table = self.hop_latency_s[family]
         by_class = np.array([table.get(name, np.nan) for name in LINK_CLASSES])[link_class]
@@ -70,15 +74,15 @@ PROTOCOLS: dict[str, Protocol] = {
         "ll128",
         base_latency_s={"ring": 14.0 * US, "tree": 14.0 * US},
         hop_latency_s={
-            "ring": {"nvlink": NVLINK_LAT_S, "pci": PCI_LAT_S, "net": NET_LAT_S},
+            "ring": {"nvlink": 1.9 * US, "pci": 2.5 * US, "net": 4.0 * US},
             "tree": {"nvlink": 1.25 * US, "pci": 1.9 * US, "net": 8.5 * US},
         },
     ),
     "simple": Protocol(
         "simple",
-        base_latency_s={"ring": 8.4 * US, "tree": 0.0, "nvls": 0.0},
+        base_latency_s={"ring": 0.0, "tree": 0.0, "nvls": 0.0},
         hop_latency_s={
-            "ring": {"nvlink": 3.4 * US, "pci": 5.7 * US, "net": 14.0 * US},
+            "ring": {},  # the catalog's per-step latencies (module docstring)
             "tree": {"nvlink": 28.0 * US, "pci": 28.0 * US, "net": 28.0 * US},
             "nvls": {"nvlink": 23.0 * US, "pci": 0.0, "net": 18.0 * US},
         },

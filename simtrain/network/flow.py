@@ -26,6 +26,12 @@ _SATURATED = 1e-9
 """Relative slack under which a link counts as full during progressive filling."""
 _SAME_TIME = 1e-9
 """Relative slack under which flows finishing together are retired in one event."""
+EVENT_WINDOW = 0.01
+"""Smallest time step of :func:`transfer_time_s` as a fraction of the time elapsed: flows
+ending within it are retired together, and the others get the bandwidth they free at the
+end of the step, not the instant they end. This bounds the number of rate recomputations
+(thousands of distinct finish times otherwise, e.g. a tree on a 4,096-chip torus) at a
+pessimistic error below 1 % of the phase time; bytes stay exactly conserved."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -82,26 +88,49 @@ def max_min_rates(routes: np.ndarray, capacity_bytes_per_s: np.ndarray) -> np.nd
         [5.0, 5.0, 4.0]
     """
     num_flows = routes.shape[0]
-    num_links = capacity_bytes_per_s.size
-    links = np.where(routes >= 0, routes, num_links)  # padding -> a dummy unbounded link
-    remaining = np.append(capacity_bytes_per_s.astype(float), np.inf)
-    rates = np.zeros(num_flows)
-    frozen = (routes < 0).all(axis=1)
-    rates[frozen] = np.inf
-    while not frozen.all():
-        live = ~frozen
-        counts = np.bincount(links[live].ravel(), minlength=num_links + 1)
-        counts[num_links] = 0
-        used = counts > 0
-        share = np.full(num_links + 1, np.inf)
-        share[used] = remaining[used] / counts[used]
-        delta = share.min()
-        rates[live] += delta
-        remaining[used] -= delta * counts[used]
-        full = np.zeros(num_links + 1, dtype=bool)
-        full[used] = remaining[used] <= _SATURATED * np.append(capacity_bytes_per_s, 1.0)[used]
-        frozen |= live & full[links].any(axis=1)
-    return rates
+    on_link = routes >= 0
+    hops = on_link.sum(axis=1)
+    rates = np.full(num_flows, np.inf)
+    if not on_link.any():
+        return rates
+    # Work on the links in use only, renumbered 0..L-1; entries are (flow, link) pairs in
+    # flow order. All unfrozen flows share one rate, the water level: a link fills when
+    # level x (its unfrozen flows) reaches its capacity minus the frozen flows' rates.
+    used, entry_link = np.unique(routes[on_link], return_inverse=True)
+    entry_flow = np.repeat(np.arange(num_flows), hops)
+    flow_start = np.concatenate(([0], np.cumsum(hops)))
+    by_link = np.argsort(entry_link, kind="stable")
+    unfrozen = np.bincount(entry_link, minlength=used.size).astype(float)
+    link_start = np.concatenate(([0], np.cumsum(unfrozen))).astype(np.int64)
+    free = capacity_bytes_per_s[used].astype(float)
+    frozen = hops == 0
+    while True:
+        active = np.flatnonzero(unfrozen > 0)
+        if not active.size:
+            return rates
+        fill_level = free[active] / unfrozen[active]
+        level = fill_level.min()
+        full = active[fill_level <= level * (1 + _SATURATED)]
+        flows = entry_flow[by_link[_ranges(link_start[full], link_start[full + 1])]]
+        flows = np.unique(flows[~frozen[flows]])
+        rates[flows] = level
+        frozen[flows] = True
+        links = entry_link[_ranges(flow_start[flows], flow_start[flows + 1])]
+        dropped = np.bincount(links, minlength=used.size)
+        free -= level * dropped
+        unfrozen -= dropped
+
+
+def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Concatenation of ``arange(s, e)`` for every (s, e) pair, without a Python loop.
+
+    Examples:
+        >>> _ranges(np.array([0, 5]), np.array([2, 8])).tolist()
+        [0, 1, 5, 6, 7]
+    """
+    lengths = ends - starts
+    offsets = np.cumsum(lengths) - lengths
+    return np.repeat(starts - offsets, lengths) + np.arange(lengths.sum())
 
 
 class FlowSimulator:
@@ -149,6 +178,13 @@ class FlowSimulator:
         with np.errstate(divide="ignore"):
             return float(np.min(self._remaining / self._rates))
 
+    def time_to_last_completion_s(self) -> float:
+        """Seconds until every active flow finishes if rates stayed as they are now."""
+        if not self._ids.size:
+            return 0.0
+        with np.errstate(divide="ignore"):
+            return float(np.max(self._remaining / self._rates))
+
     def advance(self, dt_s: float) -> np.ndarray:
         """Move time forward by ``dt_s`` (at most the next completion); return finished ids."""
         if not self._ids.size:
@@ -187,15 +223,19 @@ def _widen(routes: np.ndarray, width: int) -> np.ndarray:
 def transfer_time_s(
     routes: np.ndarray, size_bytes: np.ndarray, capacity_bytes_per_s: np.ndarray
 ) -> float:
-    """Seconds until the last byte of a set of flows that all start at time 0 has left."""
+    """Seconds until the last byte of a set of flows that all start at time 0 has left.
+
+    Steps from one completion to the next, but never by less than ``EVENT_WINDOW`` of the
+    time elapsed (see there).
+    """
     sim = FlowSimulator(capacity_bytes_per_s)
     sim.add(routes, size_bytes)
     now = 0.0
     while sim.num_active:
-        # Retire every flow that ends within a hair of the first: one event, not thousands.
-        dt = sim.time_to_next_completion_s() * (1 + _SAME_TIME)
-        now += dt
-        sim.advance(dt)
+        step = max(sim.time_to_next_completion_s(), EVENT_WINDOW * now)
+        step = min(step, sim.time_to_last_completion_s()) * (1 + _SAME_TIME)
+        sim.advance(step)
+        now += step
     return now
 
 

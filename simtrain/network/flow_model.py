@@ -38,6 +38,9 @@ AUTO_ALGORITHMS: dict[str, tuple[str, ...]] = {
 }
 """Algorithms ``auto`` chooses among: those NCCL implements for each collective (its tuner
 never picks the others, which stay available by name)."""
+TORUS_AUTO_ALGORITHMS = frozenset({"ring", "direct"})
+"""On a torus (TPU ICI, no NCCL) ``auto`` keeps to rings and direct exchanges, the patterns
+of XLA's torus collectives; NCCL's trees and NVLS do not exist there."""
 
 
 @dataclass(frozen=True)
@@ -159,6 +162,8 @@ class FlowNetworkModel:
         best: CollectiveTiming | None = None
         reasons = []
         for name in AUTO_ALGORITHMS[kind]:
+            if self.topology.kind == "torus_3d" and name not in TORUS_AUTO_ALGORITHMS:
+                continue
             info = ALGORITHMS[name]
             try:
                 schedule = info.build(kind, devices, size_bytes, self.topology)
