@@ -28,10 +28,11 @@ _SAME_TIME = 1e-9
 """Relative slack under which flows finishing together are retired in one event."""
 EVENT_WINDOW = 0.01
 """Smallest time step of :func:`transfer_time_s` as a fraction of the time elapsed: flows
-ending within it are retired together, and the others get the bandwidth they free at the
-end of the step, not the instant they end. This bounds the number of rate recomputations
-(thousands of distinct finish times otherwise, e.g. a tree on a 4,096-chip torus) at a
-pessimistic error below 1 % of the phase time; bytes stay exactly conserved."""
+ending within it are retired together, and the others change rate at the end of the step,
+not the instant a flow ends. This bounds the number of rate recomputations (thousands of
+distinct finish times otherwise, e.g. a tree on a 4,096-chip torus) for an error of about
+1 % of the phase time (either way: freeing a flow can also lower another's max-min rate);
+bytes stay exactly conserved."""
 
 
 @dataclass(frozen=True, eq=False)

@@ -136,6 +136,20 @@ class FlowNetworkModel:
         self._cache[key] = timing
         return timing
 
+    def schedule(self, kind: str, ranks: Sequence[int], size_bytes: float) -> Schedule:
+        """Phases of flows (on device indices) of the algorithm chosen for this collective.
+
+        For an engine that runs several collectives at once through one
+        :class:`~simtrain.network.flow.FlowSimulator`, so that they contend for links.
+        """
+        timing = self.time_collective(kind, ranks, size_bytes)
+        devices = self._devices(ranks)
+        if timing.algorithm == "none":
+            return Schedule(())
+        if timing.algorithm == "p2p":
+            return Schedule((Phase.of(devices[:1], devices[1:2], size_bytes),))
+        return ALGORITHMS[timing.algorithm].build(kind, devices, float(size_bytes), self.topology)
+
     def _devices(self, ranks: Sequence[int]) -> np.ndarray:
         """Devices of global ``ranks``, or a SpecError naming the first rank out of range."""
         ranks_arr = np.asarray(ranks, dtype=np.int64)

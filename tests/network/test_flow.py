@@ -105,3 +105,25 @@ def test_bytes_delivered_equal_bytes_sent(case):
     for link in range(num_links):
         carried = sizes[(routes == link).any(axis=1)].sum()
         assert sim.link_bytes[link] == pytest.approx(carried, rel=1e-9, abs=1e-9)
+
+
+def exact_transfer_time(routes, sizes, caps):
+    sim = FlowSimulator(caps)
+    sim.add(routes, sizes)
+    now = 0.0
+    while sim.num_active:
+        dt = sim.time_to_next_completion_s()
+        sim.advance(dt)
+        now += dt
+    return now
+
+
+@settings(max_examples=60, deadline=None)
+@given(routes_strategy)
+def test_event_window_keeps_the_phase_time_within_about_one_percent(case):
+    _, route_lists, caps, sizes = case
+    routes, caps = padded(route_lists), np.array(caps)
+    sizes = np.array(sizes[: len(route_lists)])
+    exact = exact_transfer_time(routes, sizes, caps)
+    fast = transfer_time_s(routes, sizes, caps)
+    assert fast == pytest.approx(exact, rel=0.02)

@@ -151,3 +151,22 @@ def test_p2p_across_nodes_runs_at_one_nic():
     t = m.p2p_time_s(0, 8, GiB)
     assert GiB / t / 1e9 == pytest.approx(47, rel=0.01)
     assert m.p2p_time_s(3, 3, GiB) == 0.0
+
+
+def test_schedule_returns_the_chosen_algorithm_phases():
+    m = model(num_gpus=16)
+    timing = m.time_collective("all_reduce", range(16), GiB)
+    schedule = m.schedule("all_reduce", range(16), GiB)
+    assert timing.algorithm == "ring"
+    assert schedule.bytes_sent == pytest.approx(2 * 15 * GiB)
+
+
+def test_auto_on_a_torus_keeps_to_rings():
+    cluster = ClusterSpec(
+        accelerator="TPUv4",
+        num_gpus=64,
+        gpus_per_node=4,
+        topology={"kind": "torus_3d", "torus_shape": (4, 4, 4)},
+    )
+    timing = FlowNetworkModel.from_cluster(cluster).time_collective("all_reduce", range(64), GiB)
+    assert timing.algorithm == "ring"
