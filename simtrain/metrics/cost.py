@@ -156,4 +156,3 @@ def cost_summary(
             **_scaled(usd, kwh, co2_g, factor),
         }
     return out
-

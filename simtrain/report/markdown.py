@@ -54,10 +54,10 @@ def _metrics(r: dict[str, Any]) -> list[str]:
             f" vpp={par['vpp']}, {par['pipeline_schedule']}, ZeRO {par['zero_stage']},"
             f" recompute {par['recompute']}",
         ),
-        ("parameters", f"{r['num_params'] / 1e9:.3f} B"),
+        ("parameters", f"{_g(r['num_params'] / 1e9)} B"),
         ("tokens per step", f"{r['tokens_per_step']:,}"),
         ("step time", fmt_seconds(step)),
-        ("tokens/s", f"{r['tokens_per_s']:,.0f}"),
+        ("tokens/s", _g(r["tokens_per_s"])),
         ("TFLOP/s per GPU (hardware, Megatron convention)", f"{r['tflops_per_gpu']:.1f}"),
         ("TFLOP/s per GPU (model)", f"{r['model_tflops_per_gpu']:.1f}"),
         ("MFU", f"{r['mfu']:.1%}"),
@@ -95,10 +95,10 @@ def _time(r: dict[str, Any]) -> list[str]:
 def _memory(r: dict[str, Any]) -> list[str]:
     mem = r["memory"]
     verdict = "fits" if mem["fits"] else "**OUT OF MEMORY**"
-    rows = [(k, f"{v / GB:.2f}") for k, v in mem["breakdown_bytes"].items()]
+    rows = [(k, _g(v / GB)) for k, v in mem["breakdown_bytes"].items()]
     rows += [
-        ("**peak**", f"**{mem['peak_bytes'] / GB:.2f}**"),
-        ("capacity", f"{mem['capacity_bytes'] / GB:.2f}"),
+        ("**peak**", f"**{_g(mem['peak_bytes'] / GB)}**"),
+        ("capacity", _g(mem["capacity_bytes"] / GB)),
     ]
     return [
         f"## Memory per GPU (peak, fullest rank): {verdict}",

@@ -1,0 +1,81 @@
+"""report.md golden file, the PNGs and trace.json written by ``simtrain run --out``, frames."""
+
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from simtrain.api import simulate
+from simtrain.cli.app import run_app
+from simtrain.report.files import write_report_files
+from simtrain.report.markdown import render_markdown
+from tests.conftest import experiment_dict, make_experiment
+
+GOLDEN = Path(__file__).parent / "golden" / "report_tiny_pipeline.md"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def result():
+    spec = make_experiment(
+        "parallel.pp=2",
+        "parallel.global_batch_size=32",
+        "training.total_tokens=1e9",
+        "description=Golden-file case, a 2-layer GPT with pp=2 x dp=8 on 16 H100.",
+    )
+    return simulate(spec)
+
+
+def test_report_md_matches_golden(result):
+    report = result.summary()
+    report["simtrain_version"] = "0.0.0-golden"  # the golden survives version bumps
+    text = render_markdown(report, ["timeline.png", "breakdown.png", "memory.png"])
+    if os.environ.get("SIMTRAIN_REGEN_GOLDEN") == "1":
+        GOLDEN.write_text(text)
+    assert text == GOLDEN.read_text(), "regenerate with SIMTRAIN_REGEN_GOLDEN=1 if intended"
+
+
+def test_write_report_files(result, tmp_path):
+    paths = write_report_files(result, tmp_path)
+    names = {p.name for p in paths}
+    assert names == {"report.md", "timeline.png", "breakdown.png", "memory.png", "trace.json"}
+    for path in paths:
+        assert path.stat().st_size > 0
+        if path.suffix == ".png":
+            data = path.read_bytes()
+            assert data[:8] == PNG_MAGIC and len(data) > 10_000
+
+
+def test_run_out_writes_every_report_file(capsys, tmp_path):
+    out = tmp_path / "out"
+    experiment = tmp_path / "tiny.yaml"
+    experiment.write_text(yaml.safe_dump(experiment_dict(parallel={"pp": 2})))
+    code = run_app(["run", str(experiment), "--out", str(out)])
+    assert code == 0
+    capsys.readouterr()
+    expected = {"report.json", "report.md", "timeline.png", "breakdown.png", "memory.png"}
+    assert expected | {"trace.json"} == {p.name for p in out.iterdir()}
+    assert "## Cost, energy and carbon" in (out / "report.md").read_text()
+
+
+def test_frames_and_html(result):
+    frame = result.to_frame()
+    assert len(frame) == 1
+    assert {"step_time_s", "mfu", "peak_memory_gb", "usd_per_million_tokens", "run_usd"} <= set(
+        frame.columns
+    )
+    assert frame["step_time_s"].iloc[0] == result.step_time_s
+    events = result.events_frame()
+    assert len(events) == len(result.program.tasks)
+    assert (events["duration_s"] >= 0).all()
+    assert events["end_s"].max() == pytest.approx(result.step_time_s)
+    html = result._repr_html_()
+    assert html.startswith("<table>") and "MFU" in html
+
+
+def test_plots_return_figures_with_labelled_axes(result):
+    for figure in (result.plot_timeline(), result.plot_breakdown(), result.plot_memory()):
+        axes = figure.get_axes()
+        assert axes and all(ax.get_xlabel() for ax in axes)
+        assert "(ms)" in axes[0].get_xlabel() or "(s)" in axes[0].get_xlabel()
