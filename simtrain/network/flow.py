@@ -187,7 +187,11 @@ class FlowSimulator:
             return float(np.max(self._remaining / self._rates))
 
     def advance(self, dt_s: float) -> np.ndarray:
-        """Move time forward by ``dt_s`` (at most the next completion); return finished ids."""
+        """Move time forward by ``dt_s`` at the current rates; return the ids that finished.
+
+        A flow whose remaining bytes take less than ``dt_s`` finishes within the step (it
+        sends them all); rates are recomputed once, at the end of the step.
+        """
         if not self._ids.size:
             return self._ids
         finite = np.isfinite(self._rates)
