@@ -52,6 +52,11 @@ class RooflineComputeModel:
         self.accelerator = accelerator
         self.calibration = calibration or calibration_for(accelerator.name)
         self.peak_flops = accelerator.peak_flops[dtype]
+        # FP8 recipes (Transformer Engine) run the linear layers in FP8 but keep the fused
+        # attention kernels in 16 bits.
+        self.attention_peak_flops = accelerator.peak_flops.get(
+            "bf16" if dtype == "fp8" else dtype, self.peak_flops
+        )
         self.memory_bytes_per_s = (
             accelerator.hbm_bandwidth_bytes_per_s * self.calibration.memory_efficiency
         )
@@ -88,7 +93,7 @@ class RooflineComputeModel:
             if op.causal:
                 blocks = max(1, math.ceil(op.m / ATTENTION_BLOCK))
                 executed *= 0.5 + 0.5 / blocks
-            compute_s = executed / (self.peak_flops * eff)
+            compute_s = executed / (self.attention_peak_flops * eff)
         else:
             compute_s = 0.0
         time_s = max(cal.host_issue_s, cal.kernel_overhead_s + max(compute_s, memory_s))

@@ -44,8 +44,13 @@ def layer_activation_bytes(
     recompute: str = "none",
     cp: int = 1,
     moe_layer: bool = False,
+    flash_attention: bool = False,
 ) -> float:
     """Bytes one layer stores for one microbatch between its forward and its backward.
+
+    Korthikanti's 5·a·s²·b term (softmax output, its dropout mask and the attention-dropout
+    output) exists only for unfused attention: a flash kernel keeps no score matrix, like
+    selective recomputation.
 
     Examples:
         GPT-3 175B shape (s=2048, h=12288, a=96), b=1, t=8 with SP and selective recompute:
@@ -77,7 +82,7 @@ def layer_activation_bytes(
     else:
         mlp = ACT_BYTES * s * b * mlp_tensors * model.ffn_size
     sharded = attention + mlp
-    if recompute != "selective":
+    if recompute != "selective" and not flash_attention:
         sharded += 5 * model.num_heads * s * model.seq_length * b
     return replicated / (tp if outside_tp else 1) + sharded / tp
 

@@ -80,11 +80,13 @@ def _activations(
 ) -> tuple[dict[str, float], float, float]:
     m, p = spec.model, spec.parallel
     b, t = p.micro_batch_size, p.tp
+    flash = spec.training.attention_kernel == "flash"
     sp_div = t if p.sp and t > 1 else 1
     stages = rank_stages(p.pp, p.vpp, p.pipeline_schedule, stage)
     layers = rank_params(spec, stage).layers
     per_layer = [
-        layer_activation_bytes(m, b, t, p.sp, p.recompute, p.cp, m.is_moe_layer(i)) for i in layers
+        layer_activation_bytes(m, b, t, p.sp, p.recompute, p.cp, m.is_moe_layer(i), flash)
+        for i in layers
     ]
     count = peak_inflight(actions)
     chunk = sum(per_layer) / len(stages)  # a (stage, microbatch) holds one chunk's layers
@@ -99,7 +101,8 @@ def _activations(
         items["activations.output_layer"] = 4 * sbh / sp_div + logits
     if p.recompute == "full" and layers:
         items["activations.recompute_working"] = max(
-            layer_activation_bytes(m, b, t, p.sp, "none", p.cp, m.is_moe_layer(i)) for i in layers
+            layer_activation_bytes(m, b, t, p.sp, "none", p.cp, m.is_moe_layer(i), flash)
+            for i in layers
         )
     return items, chunk, count / p.vpp
 

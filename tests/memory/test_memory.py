@@ -9,6 +9,7 @@ from simtrain.memory import (
     rank_params,
 )
 from simtrain.specs import ClusterSpec, ExperimentSpec, ModelSpec, ParallelSpec
+from simtrain.specs.training import TrainingSpec
 from simtrain.workload.counts import count_parameters
 
 # GPT-3 22B shape of Korthikanti Table 3: s=2048, h=6144, a=64, b=4 (t=8 where parallel)
@@ -75,10 +76,12 @@ def experiment(**parallel) -> ExperimentSpec:
     defaults = {"tp": 1, "pp": 1, "global_batch_size": 64}
     par = ParallelSpec(**{**defaults, **parallel})
     world = par.tp * par.pp * par.cp * (par.dp or 1)
+    # Korthikanti's formulas describe unfused attention (the 5·a·s²·b score tensors).
     return ExperimentSpec(
         model=GPT22B,
         parallel=par,
         cluster=ClusterSpec(accelerator="A100-80GB", num_gpus=world),
+        training=TrainingSpec(attention_kernel="unfused"),
     )
 
 
@@ -198,3 +201,10 @@ def test_single_stage_is_gradient_accumulation_whatever_the_schedule():
     for schedule in ("gpipe", "dualpipe", "zb-h2"):
         spec = experiment(dp=1, micro_batch_size=B, pipeline_schedule=schedule)  # m = 16
         assert estimate_stage_memory(spec, 80e9, 0).inflight_microbatches == 1
+
+
+def test_flash_attention_stores_no_score_matrix():
+    unfused = layer_activation_bytes(GPT22B, 1, tp=8, sp=True)
+    flash = layer_activation_bytes(GPT22B, 1, tp=8, sp=True, flash_attention=True)
+    s, a = GPT22B.seq_length, GPT22B.num_heads
+    assert unfused - flash == pytest.approx(5 * a * s * s / 8)
