@@ -18,7 +18,7 @@ from simtrain.errors import SpecError
 from simtrain.network.flow import Phase
 from simtrain.topology.base import LINK_CLASSES, Topology
 
-Family = Literal["ring", "tree", "nvls"]
+Family = Literal["ring", "tree", "nvls", "collnet"]
 """NCCL algorithm family whose protocol latencies and bandwidth factors apply."""
 
 PIPELINE_CHUNK_BYTES = 512 * 1024

@@ -1,4 +1,4 @@
-"""In-network reduction on NVSwitch (NVLS, NVLink SHARP, H100-class nodes).
+"""In-network reduction: on NVSwitch (NVLS, H100-class nodes) and on IB switches (SHARP).
 
 Inside a node of k group ranks, an NVLS all-reduce has every rank pull its reduced 1/k
 shard from the switch (the switch reads and adds the k copies: S leaves each rank) and
@@ -12,6 +12,12 @@ user-measured 460 (k=7), 440 (k=6), 420 (k=5) and 370 (k=4) GB/s of NVIDIA/nccl#
 
 Across nodes, NVLS reduce-scatters inside every node, all-reduces each shard across nodes
 with one ring per local rank, and all-gathers by multicast inside every node.
+
+SHARP (NCCL's CollNet): ring reduce-scatter inside every node, then every local rank sends
+its S/k shard up a switch aggregation tree (device -> leaf -> spine -> core, one tree per
+rail) and receives the reduced shard back down, then ring all-gather inside every node. Each
+NIC moves S/k each way instead of the ring's 2(m-1)/m · S/k, and every switch forwards one
+reduced stream per tree upward, whatever the number of nodes below it.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from simtrain.collectives.base import GroupLayout, Schedule, register, require_uniform
-from simtrain.collectives.hierarchical import inter_node_rings
+from simtrain.collectives.hierarchical import inter_node_rings, intra_node_ring
 from simtrain.errors import SpecError
 from simtrain.network.flow import Phase
 from simtrain.topology.base import Topology
@@ -78,3 +84,33 @@ def nvls(kind: str, devices: np.ndarray, size_bytes: float, topology: Topology) 
     else:
         phases = (inter_node_rings(devices, layout, shard, m - 1), gather)
     return Schedule(phases, "nvls", efficiency)
+
+
+@register("sharp", ("all_reduce",))
+def sharp(kind: str, devices: np.ndarray, size_bytes: float, topology: Topology) -> Schedule:
+    """SHARP all-reduce (see the module docstring).
+
+    Raises:
+        SpecError: the scale-out switches cannot reduce (``topology.sharp`` is off).
+    """
+    if topology.sharp is None:
+        raise SpecError(
+            "'algo' sharp needs scale-out switches that reduce in-network "
+            "(set cluster.topology.sharp: true on a Clos of SHARP-capable IB switches)"
+        )
+    layout = GroupLayout.of(devices, topology)
+    k = require_uniform(layout, "sharp")
+    shard = size_bytes / k
+    grid = np.stack(layout.by_node)  # (nodes, k) group ranks
+    children, parents = [], []
+    for j in range(k):
+        child, parent = topology.sharp.reduction_tree(
+            devices[grid[:, j]], topology.gpus_per_node, topology.nics_per_node, tree=j
+        )
+        children.append(child)
+        parents.append(parent)
+    up_src, up_dst = np.concatenate(children), np.concatenate(parents)
+    # Reduction up and broadcast down stream through the tree at the same time.
+    tree = Phase.of(np.concatenate([up_src, up_dst]), np.concatenate([up_dst, up_src]), shard)
+    intra = intra_node_ring(devices, layout, shard, k - 1)
+    return Schedule((intra, tree, intra), family="collnet")

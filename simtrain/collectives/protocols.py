@@ -38,7 +38,7 @@ class Protocol:
 
     def bandwidth_factor(self, family: Family, kind: str, multi_node: bool) -> float:
         """Share of the Simple protocol's bandwidth this protocol reaches (NCCL factors)."""
-        if self.name == "simple" or family == "nvls":
+        if self.name == "simple" or family in ("nvls", "collnet"):
             return 1.0
         if self.name == "ll128":
             if family == "tree":
@@ -80,11 +80,12 @@ PROTOCOLS: dict[str, Protocol] = {
     ),
     "simple": Protocol(
         "simple",
-        base_latency_s={"ring": 0.0, "tree": 0.0, "nvls": 0.0},
+        base_latency_s={"ring": 0.0, "tree": 0.0, "nvls": 0.0, "collnet": 0.0},
         hop_latency_s={
             "ring": {},  # the catalog's per-step latencies (module docstring)
             "tree": {"nvlink": 28.0 * US, "pci": 28.0 * US, "net": 28.0 * US},
             "nvls": {"nvlink": 23.0 * US, "pci": 0.0, "net": 18.0 * US},
+            "collnet": {"nvlink": 3.7 * US, "pci": 3.7 * US, "net": 31.0 * US},
         },
     ),
 }
@@ -94,5 +95,7 @@ FAMILY_PROTOCOLS: dict[str, tuple[str, ...]] = {
     "ring": ("ll", "ll128", "simple"),
     "tree": ("ll", "ll128", "simple"),
     "nvls": ("simple",),
+    "collnet": ("simple",),
 }
-"""Protocols NCCL can run each family with (NVLS is Simple only: its LL/LL128 rows are 0)."""
+"""Protocols NCCL can run each family with (NVLS and CollNet (SHARP) are Simple only: their
+LL/LL128 rows are empty). CollNet's NCCL bandwidth factors are left out."""

@@ -29,7 +29,7 @@ from simtrain.topology import Topology, build_topology
 PROTOCOL_CHOICES: tuple[str, ...] = ("auto", "none", *PROTOCOLS)
 """Valid ``protocol`` values."""
 AUTO_ALGORITHMS: dict[str, tuple[str, ...]] = {
-    "all_reduce": ("ring", "tree", "nvls"),
+    "all_reduce": ("ring", "tree", "nvls", "sharp"),
     "all_gather": ("ring", "nvls"),
     "reduce_scatter": ("ring", "nvls"),
     "all_to_all": ("direct",),

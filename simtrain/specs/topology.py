@@ -2,9 +2,9 @@
 
 One spec covers every family; each field says which kinds read it, and the topology builder
 warns when a field is set that the chosen kind never reads. Fields of switch tiers that a
-small cluster does not need (a preset scaled down to one pod) are ignored without a warning. The defaults
-describe a full-bisection two- or three-tier fat-tree of 64-port switches (NVIDIA Quantum-2
-has 64 x 400G ports, ``shared/reference/hardware.md`` §7.3).
+small cluster does not need (a preset scaled down to one pod) are ignored without a warning.
+The defaults describe a full-bisection two- or three-tier fat-tree of 64-port switches
+(NVIDIA Quantum-2 has 64 x 400G ports, ``shared/reference/hardware.md`` §7.3).
 """
 
 from __future__ import annotations
@@ -54,6 +54,9 @@ class TopologySpec(Spec):
     larger shapes); torus_3d only. Its product must equal cluster.num_gpus."""
     torus_wraparound: bool = True
     """Wrap-around links in every dimension (a torus) rather than an open mesh."""
+    sharp: bool = False
+    """Scale-out switches reduce in-network (InfiniBand SHARP on Quantum-class switches),
+    enabling the ``sharp`` all-reduce; Clos kinds only."""
 
     @model_validator(mode="after")
     def _check_shape(self) -> TopologySpec:

@@ -19,10 +19,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import networkx as nx
 import numpy as np
+
+if TYPE_CHECKING:
+    from simtrain.topology.fat_tree import ClosFabric
 
 LINK_CLASSES: tuple[str, ...] = ("nvlink", "pci", "net", "ici")
 """Link classes, indexed by the codes in ``Topology.link_class``."""
@@ -123,6 +126,8 @@ class Topology:
     """Scale-out NICs per node (0 for a single node or a torus)."""
     node_fabric: str = "none"
     """Fabric inside a node: nvswitch, p2p_mesh, pcie, or none (torus chips)."""
+    sharp: ClosFabric | None = None
+    """The scale-out Clos when its switches reduce in-network (InfiniBand SHARP)."""
     nvls_switch: np.ndarray | None = None
     """Per node, the graph index of its NVSwitch when it can reduce in-network (NVLS)."""
     details: dict[str, str] = field(default_factory=dict)

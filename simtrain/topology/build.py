@@ -12,7 +12,7 @@ from simtrain.specs.cluster import ClusterSpec
 from simtrain.specs.hardware import LinkSpec
 from simtrain.specs.topology import TopologySpec
 from simtrain.topology.base import LinkTable, Topology
-from simtrain.topology.fat_tree import build_clos, fat_tree_leaves
+from simtrain.topology.fat_tree import ClosFabric, build_clos, fat_tree_leaves
 from simtrain.topology.node_fabric import NVLS_LINKS, build_node_fabric, default_node_fabric
 from simtrain.topology.rail import rail_leaves
 from simtrain.topology.routing import ClusterRouter
@@ -26,6 +26,7 @@ CLOS_FIELDS = (
     "leaf_down_ports",
     "leaves_per_pod",
     "spines_per_pod",
+    "sharp",
 )
 """TopologySpec fields read only by the Clos kinds."""
 TORUS_FIELDS = ("torus_shape", "torus_wraparound")
@@ -114,6 +115,7 @@ def build_topology(cluster: ClusterSpec) -> Topology:
         details,
         nvls=nvls,
         node_fabric=fabric_kind,
+        sharp=clos if spec.sharp else None,
     )
 
 
@@ -150,6 +152,7 @@ def _finish(
     details: dict[str, str],
     nvls: np.ndarray | None = None,
     node_fabric: str = "none",
+    sharp: ClosFabric | None = None,
 ) -> Topology:
     """Freeze the link table into a Topology."""
     src, dst, bw, lat, cls = table.arrays()
@@ -169,6 +172,7 @@ def _finish(
         nics_per_node=nics,
         nvls_switch=nvls,
         node_fabric=node_fabric,
+        sharp=sharp,
         details=details,
     )
 

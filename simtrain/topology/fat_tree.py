@@ -28,24 +28,27 @@ from simtrain.topology.base import LinkTable
 
 @dataclass(frozen=True)
 class ClosFabric:
-    """Link ids of a Clos, as index arrays (see the module docstring for the wiring).
+    """Link ids and switch nodes of a Clos, as index arrays (wiring: module docstring).
 
     ``nic_up[node, nic]`` / ``nic_down[node, nic]`` join a NIC and its leaf;
     ``leaf_up[leaf, s]`` / ``leaf_down[leaf, s]`` join a leaf and spine ``s`` of its spine
     group (a pod, or a pod of one rail plane); ``spine_up[group, s, c]`` /
     ``spine_down[group, s, c]`` join spine ``s`` of a group and core ``c`` of core group ``s``.
+    ``leaf_node``, ``spine_node[group, s]`` and ``core_node[plane, s, c]`` are the switches'
+    graph indices (each tier a contiguous range).
     """
 
     nic_up: np.ndarray
     nic_down: np.ndarray
     leaf_of_nic: np.ndarray
     group_of_leaf: np.ndarray
-    leaf_up: np.ndarray | None
-    leaf_down: np.ndarray | None
-    spine_up: np.ndarray | None
-    spine_down: np.ndarray | None
-    num_tiers: int
-    num_pods_per_plane: int
+    leaf_node: np.ndarray
+    leaf_up: np.ndarray | None = None
+    leaf_down: np.ndarray | None = None
+    spine_node: np.ndarray | None = None
+    spine_up: np.ndarray | None = None
+    spine_down: np.ndarray | None = None
+    core_node: np.ndarray | None = None
 
     def bisection_factor(self, spec: TopologySpec) -> float:
         """Share of the NIC bandwidth of half the cluster that can cross to the other half."""
@@ -55,6 +58,70 @@ class ClosFabric:
         if self.spine_up is not None:
             factor /= spec.pod_oversubscription
         return factor
+
+    def reduction_tree(
+        self, devices: np.ndarray, gpus_per_node: int, nics: int, tree: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(child, parent) graph nodes of a switch aggregation tree over ``devices``.
+
+        Each device joins the leaf of its NIC; the leaves join spine ``tree mod S`` of their
+        group, which is the root when one group holds them all; otherwise those spines join
+        core ``tree mod C`` of that spine's core group. Different ``tree`` values (one per
+        rail) spread the trees over different spines, as the subnet manager does.
+        """
+        node, local = np.divmod(devices, gpus_per_node)
+        leaf = self.leaf_of_nic[node, local * nics // gpus_per_node]
+        child, parent = [devices], [self.leaf_node[leaf]]
+        leaves = np.unique(leaf)
+        if leaves.size > 1 and self.leaf_up is not None and self.spine_node is not None:
+            spine = tree % self.leaf_up.shape[1]
+            groups = self.group_of_leaf[leaves]
+            child.append(self.leaf_node[leaves])
+            parent.append(self.spine_node[groups, spine])
+            top = np.unique(groups)
+            if top.size > 1 and self.spine_up is not None and self.core_node is not None:
+                core = tree % self.spine_up.shape[2]
+                child.append(self.spine_node[top, spine])
+                parent.append(self.core_node[top % self.core_node.shape[0], spine, core])
+        return np.concatenate(child), np.concatenate(parent)
+
+    def switch_routes(
+        self, src: np.ndarray, dst: np.ndarray, gpus_per_node: int, nics: int
+    ) -> np.ndarray:
+        """One-link routes between adjacent tiers: device-leaf, leaf-spine, spine-core.
+
+        Used by in-network reduction flows, whose ends are switches; the two ends must be
+        wired to each other.
+        """
+        out = np.full(src.size, -1, dtype=np.int64)
+        leaf0 = int(self.leaf_node[0])
+        spine0 = int(self.spine_node.flat[0]) if self.spine_node is not None else np.inf
+        core0 = int(self.core_node.flat[0]) if self.core_node is not None else np.inf
+
+        def tier(x: np.ndarray) -> np.ndarray:
+            return (x >= leaf0).astype(int) + (x >= spine0) + (x >= core0)
+
+        src_tier, dst_tier = tier(src), tier(dst)
+        for lower, upper in ((src, dst), (dst, src)):
+            going_up = lower is src
+            low_tier, high_tier = (src_tier, dst_tier) if going_up else (dst_tier, src_tier)
+            nic = (low_tier == 0) & (high_tier == 1)
+            node, local = np.divmod(lower[nic], gpus_per_node)
+            table = self.nic_up if going_up else self.nic_down
+            out[nic] = table[node, local * nics // gpus_per_node]
+            if self.leaf_up is not None and self.leaf_down is not None:
+                mid = (low_tier == 1) & (high_tier == 2)
+                num_spines = self.leaf_up.shape[1]
+                spine = (upper[mid] - spine0).astype(np.int64) % num_spines
+                table = self.leaf_up if going_up else self.leaf_down
+                out[mid] = table[lower[mid] - leaf0, spine]
+            if self.spine_up is not None and self.spine_down is not None:
+                top = (low_tier == 2) & (high_tier == 3)
+                group, spine = np.divmod((lower[top] - spine0).astype(np.int64), num_spines)
+                core = (upper[top] - core0).astype(np.int64) % self.spine_up.shape[2]
+                table = self.spine_up if going_up else self.spine_down
+                out[top] = table[group, spine, core]
+        return out[:, None]
 
 
 def build_clos(
@@ -106,10 +173,8 @@ def build_clos(
         )
     details = {"leaves": str(num_leaves), "tiers": str(tiers if leaves_per_plane > 1 else 1)}
     if leaves_per_plane == 1:
-        empty = ClosFabric(
-            nic_up, nic_down, leaf_of_nic, np.zeros(num_leaves, int), None, None, None, None, 1, 1
-        )
-        return empty, details
+        single = ClosFabric(nic_up, nic_down, leaf_of_nic, np.zeros(num_leaves, int), leaves)
+        return single, details
 
     num_pods = -(-leaves_per_plane // per_pod)
     group_of_leaf = (index_in_plane // per_pod) * num_planes + plane_of_leaf
@@ -131,7 +196,7 @@ def build_clos(
     details["leaf uplink"] = f"{uplink_bw / 1e9:.1f} GB/s x {spines_per_group}"
     if num_pods == 1:
         fabric = ClosFabric(
-            nic_up, nic_down, leaf_of_nic, group_of_leaf, leaf_up, leaf_down, None, None, 2, 1
+            nic_up, nic_down, leaf_of_nic, group_of_leaf, leaves, leaf_up, leaf_down, spines
         )
         return fabric, details
 
@@ -161,12 +226,13 @@ def build_clos(
         nic_down,
         leaf_of_nic,
         group_of_leaf,
+        leaves,
         leaf_up,
         leaf_down,
+        spines,
         spine_up,
         spine_down,
-        3,
-        num_pods,
+        cores,
     )
     return fabric, details
 

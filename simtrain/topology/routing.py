@@ -28,8 +28,8 @@ from simtrain.topology.node_fabric import NodeFabric
 class ClusterRouter:
     """Routes for a cluster of nodes joined by a Clos (or a single node when ``clos`` is None).
 
-    Endpoints are device indices, or a node's switch index for in-network reduction flows
-    (which never leave that node).
+    Endpoints are device indices, or switches for in-network reduction flows: a node's
+    NVSwitch (from its devices) or adjacent Clos switches (``ClosFabric.switch_routes``).
     """
 
     fabric: NodeFabric
@@ -43,16 +43,20 @@ class ClusterRouter:
         g = self.fabric.gpus_per_node
         n = self.num_devices
         intra = ~((src < n) & (dst < n)) | (src // g == dst // g)
-        if self.clos is None or intra.all():
+        if self.clos is None:
             return self.fabric.routes(src, dst)
-        inter = ~intra
-        inter_routes = self._inter_node(src[inter], dst[inter])
-        width = max(inter_routes.shape[1], 2)
+        clos_switch = (src >= self.clos.leaf_node[0]) | (dst >= self.clos.leaf_node[0])
+        intra &= ~clos_switch
+        inter = ~intra & ~clos_switch
+        parts = [(intra, lambda s, d: self.fabric.routes(s, d)), (inter, self._inter_node)]
+        parts.append(
+            (clos_switch, lambda s, d: self.clos.switch_routes(s, d, g, self.nics_per_node))
+        )
+        routed = [(mask, fn(src[mask], dst[mask])) for mask, fn in parts if mask.any()]
+        width = max(r.shape[1] for _, r in routed)
         out = np.full((src.size, width), -1, dtype=np.int64)
-        if intra.any():
-            part = self.fabric.routes(src[intra], dst[intra])
-            out[np.flatnonzero(intra)[:, None], np.arange(part.shape[1])] = part
-        out[np.flatnonzero(inter)[:, None], np.arange(inter_routes.shape[1])] = inter_routes
+        for mask, rows in routed:
+            out[np.flatnonzero(mask)[:, None], np.arange(rows.shape[1])] = rows
         return out
 
     def _inter_node(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:

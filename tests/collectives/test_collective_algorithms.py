@@ -8,7 +8,9 @@ from simtrain.errors import SpecError
 from simtrain.specs.cluster import ClusterSpec
 from simtrain.topology import build_topology
 
-TOPO = build_topology(ClusterSpec(accelerator="H100-SXM", num_gpus=64))
+TOPO = build_topology(
+    ClusterSpec(accelerator="H100-SXM", num_gpus=64, topology={"switch_radix": 8, "sharp": True})
+)
 
 # Bytes each algorithm must inject for a collective of size S on n ranks.
 EXPECTED_BYTES = {
@@ -54,8 +56,11 @@ def test_every_phase_flow_stays_inside_the_group():
             schedule = info.build(kind, devices, 1e6, TOPO)
             for phase in schedule.phases:
                 ends = set(phase.src.tolist()) | set(phase.dst.tolist())
-                switches = set(TOPO.nvls_switch.tolist())
+                switches = {i for i, k in enumerate(TOPO.node_kinds) if k != "device"}
                 assert ends <= set(devices.tolist()) | switches, (info.name, kind)
+                routes = TOPO.routes(phase.src, phase.dst)
+                hops = (routes >= 0).sum(axis=1)
+                assert (hops[phase.src != phase.dst] > 0).all(), (info.name, kind)
 
 
 def test_ring_opens_one_channel_per_nic_across_nodes():
@@ -88,3 +93,24 @@ def test_tree_depth_is_chain_plus_log2_nodes():
     phase = schedule.phases[0]
     # 8 nodes of 8: chain of 7 hops + floor(log2 8) = 3 tree hops, up and down
     assert phase.num_latencies == 2 * (7 + 3)
+
+
+def test_sharp_tree_aggregates_once_per_switch_and_rail():
+    # 8 nodes x 8 NICs on radix-8 switches: 4 NIC ports per leaf, 4 leaves per pod, so
+    # rail j of node k sits on leaf 2k + j // 4; each rail's tree spans 8 leaves in 4 pods.
+    schedule = ALGORITHMS["sharp"].build("all_reduce", np.arange(64), 8e6, TOPO)
+    tree = schedule.phases[1]
+    up = tree.src < tree.dst  # parents have higher graph indices than their children
+    pairs = zip(tree.src[up], tree.dst[up], strict=True)
+    kinds = [(TOPO.node_kinds[s], TOPO.node_kinds[d]) for s, d in pairs]
+    assert kinds.count(("device", "leaf")) == 8 * 8
+    assert kinds.count(("leaf", "spine")) == 8 * 8
+    assert kinds.count(("spine", "core")) == 8 * 4
+    assert len(kinds) == 160
+    assert (tree.size_bytes == 8e6 / 8).all()
+
+
+def test_sharp_needs_capable_switches():
+    plain = build_topology(ClusterSpec(accelerator="H100-SXM", num_gpus=16))
+    with pytest.raises(SpecError, match="sharp needs scale-out switches"):
+        ALGORITHMS["sharp"].build("all_reduce", np.arange(16), 1.0, plain)

@@ -170,3 +170,20 @@ def test_auto_on_a_torus_keeps_to_rings():
     )
     timing = FlowNetworkModel.from_cluster(cluster).time_collective("all_reduce", range(64), GiB)
     assert timing.algorithm == "ring"
+
+
+def test_sharp_busbw_does_not_fall_with_node_count_unlike_the_ring():
+    def busbw(n, algorithm):
+        m = model(
+            num_gpus=n, algorithm=algorithm, topology={"kind": "rail_optimized", "sharp": True}
+        )
+        return all_reduce_busbw(m, n)
+
+    assert busbw(1024, "sharp") == pytest.approx(busbw(128, "sharp"), rel=0.02)
+    assert busbw(1024, "ring") < 0.5 * busbw(128, "ring")  # 2(n-1) NET step latencies
+    assert (
+        model(num_gpus=1024, topology={"sharp": True})
+        .time_collective("all_reduce", range(1024), GiB)
+        .algorithm
+        == "sharp"
+    )
