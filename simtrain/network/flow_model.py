@@ -24,6 +24,7 @@ from simtrain.errors import SpecError
 from simtrain.network.base import COLLECTIVE_KINDS, CollectiveKind
 from simtrain.network.flow import Phase, transfer_time_s
 from simtrain.specs.cluster import ClusterSpec
+from simtrain.specs.experiment import ExperimentSpec
 from simtrain.topology import Topology, build_topology
 
 PROTOCOL_CHOICES: tuple[str, ...] = ("auto", "none", *PROTOCOLS)
@@ -102,6 +103,18 @@ class FlowNetworkModel:
     ) -> FlowNetworkModel:
         """Build the topology of ``cluster`` and the model on it."""
         return cls(build_topology(cluster), algorithm, protocol, placement)
+
+    @classmethod
+    def from_experiment(
+        cls, spec: ExperimentSpec, placement: Sequence[int] | None = None
+    ) -> FlowNetworkModel:
+        """The model an experiment asks for: its cluster and ``simulation.collective_algorithm``.
+
+        Global rank r runs on device ``placement[r]`` (default r: node r // gpus_per_node,
+        the placement the alpha-beta model assumes).
+        """
+        algorithm = spec.simulation.collective_algorithm
+        return cls.from_cluster(spec.cluster, algorithm=algorithm, placement=placement)
 
     def collective_time_s(
         self, kind: CollectiveKind, ranks: Sequence[int], size_bytes: float

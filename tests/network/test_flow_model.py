@@ -187,3 +187,25 @@ def test_sharp_busbw_does_not_fall_with_node_count_unlike_the_ring():
         .algorithm
         == "sharp"
     )
+
+
+def test_from_experiment_uses_the_cluster_and_the_algorithm_choice():
+    from simtrain.specs.loader import experiment_from_dict
+
+    spec = experiment_from_dict(
+        {
+            "model": {
+                "num_layers": 2,
+                "hidden_size": 256,
+                "num_heads": 8,
+                "seq_length": 128,
+                "vocab_size": 1000,
+            },
+            "parallel": {"tp": 8, "global_batch_size": 2},
+            "cluster": {"accelerator": "H100-SXM", "num_gpus": 16},
+            "simulation": {"network_model": "flow", "collective_algorithm": "tree"},
+        }
+    )
+    m = FlowNetworkModel.from_experiment(spec)
+    assert m.topology.num_devices == 16
+    assert m.time_collective("all_reduce", range(16), GiB).algorithm == "tree"
