@@ -33,7 +33,7 @@ from simtrain.network.alpha_beta import AlphaBetaNetwork  # noqa: E402
 from simtrain.parallel.builder import build_program  # noqa: E402
 
 PARAMETERS = {
-    "host_issue_s": [0.0, 10e-6, 20e-6, 30e-6, 45e-6, 60e-6],
+    "host_issue_s": [0.0, 10e-6, 20e-6, 30e-6, 45e-6, 60e-6, 90e-6],
     "gemm_efficiency": [0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9],
     "gemm_k_half": [0.0, 64.0, 128.0, 256.0, 512.0],
     "memory_efficiency": [0.5, 0.6, 0.7, 0.8, 0.9],

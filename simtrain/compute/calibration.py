@@ -25,8 +25,8 @@ class ComputeCalibration:
         attention_bwd_efficiency: the same for the backward (which recomputes scores).
         memory_efficiency: fraction of peak HBM bandwidth that memory-bound kernels reach.
         kernel_overhead_s: fixed device-side cost per kernel (prologue, tail), added to each op.
-        host_issue_s: host time to issue one kernel (framework dispatch and launch); a kernel
-            shorter than this leaves the device waiting, so it is a floor on every op's time.
+        host_issue_s: host time to issue one kernel (framework dispatch and launch); a run of
+            ops takes at least this much per op, however short its kernels.
         source: where the numbers come from.
     """
 

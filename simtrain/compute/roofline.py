@@ -1,7 +1,6 @@
 """Time of a compute op on an accelerator: a roofline with GEMM and attention efficiencies.
 
-time = max(host issue time, kernel overhead + max(FLOPs / achievable FLOP/s,
-                                                   bytes / achievable bytes/s))
+time = kernel overhead + max(FLOPs / achievable FLOP/s, bytes / achievable bytes/s)
 
 Achievable FLOP/s of a GEMM is the dense peak at the training dtype times three factors:
 the calibrated large-GEMM efficiency, the *wave efficiency* (the last wave of output tiles
@@ -9,13 +8,14 @@ leaves SMs idle: ``tiles / (waves * SMs)``), and a pipeline-fill factor ``K / (K
 that penalises short reductions. Fused attention uses its own forward/backward efficiencies;
 a causal kernel skips the masked upper triangle, so it executes about half of the counted
 FLOPs (plus the diagonal blocks). Everything else is memory-bound at a calibrated fraction of
-HBM bandwidth. The host-issue floor models eager frameworks, which launch one kernel at a
-time from Python: tiny kernels finish before the next one is issued.
+HBM bandwidth. A run of ops also cannot go faster than the host issues its kernels: eager
+frameworks launch one kernel at a time from Python, so runs of tiny kernels are host-bound.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Protocol
 
 from simtrain.compute.calibration import ComputeCalibration, calibration_for
@@ -27,10 +27,14 @@ ATTENTION_BLOCK = 128  # query/key block of flash-attention kernels
 
 
 class ComputeModel(Protocol):
-    """Times a compute op on one device."""
+    """Times compute ops on one device."""
 
     def op_time_s(self, op: Op) -> float:
-        """Seconds the op takes on the device."""
+        """Seconds the op keeps the device busy."""
+        ...
+
+    def task_time_s(self, ops: Sequence[Op]) -> float:
+        """Seconds a run of ops issued back to back takes (device and host together)."""
         ...
 
 
@@ -96,6 +100,15 @@ class RooflineComputeModel:
             compute_s = executed / (self.attention_peak_flops * eff)
         else:
             compute_s = 0.0
-        time_s = max(cal.host_issue_s, cal.kernel_overhead_s + max(compute_s, memory_s))
+        time_s = cal.kernel_overhead_s + max(compute_s, memory_s)
         self._cache[op] = time_s
         return time_s
+
+    def task_time_s(self, ops: Sequence[Op]) -> float:
+        """Seconds for ``ops`` issued back to back by one host thread.
+
+        The host issues a kernel every ``host_issue_s`` and may run ahead of the device, so
+        a run of ops takes the longer of the device's total and the host's.
+        """
+        device_s = sum(map(self.op_time_s, ops))
+        return max(device_s, len(ops) * self.calibration.host_issue_s)

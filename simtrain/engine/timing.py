@@ -12,7 +12,7 @@ def task_durations(program: Program, compute: ComputeModel, network: NetworkMode
 
     Compute ops of identical shape are timed once (the compute model caches by op), and so
     are collectives of identical kind, group and size (the network model caches). Tasks on
-    the ``compute`` stream must hold compute ops only.
+    the ``compute`` stream hold compute ops only, the other streams communication only.
     """
     durations = []
     # Builders share one ops tuple among all tasks cut from the same op sequence, so a
@@ -25,16 +25,14 @@ def task_durations(program: Program, compute: ComputeModel, network: NetworkMode
         if task.stream == "compute":
             cached = compute_cache.get(id(task.ops))
             if cached is None:
-                cached = compute_cache[id(task.ops)] = sum(map(compute.op_time_s, task.ops))
+                cached = compute_cache[id(task.ops)] = compute.task_time_s(task.ops)
             durations.append(cached)
             continue
         total = 0.0
-        for op in task.ops:
+        for op in task.ops:  # communication streams hold communication ops only
             if op.kind == "p2p":
                 total += network.p2p_time_s(task.group[0], task.group[1], op.comm_bytes)
-            elif op.kind == "collective":
-                total += network.collective_time_s(op.comm, task.group, op.comm_bytes)  # type: ignore[arg-type]
             else:
-                total += compute.op_time_s(op)
+                total += network.collective_time_s(op.comm, task.group, op.comm_bytes)  # type: ignore[arg-type]
         durations.append(total)
     return durations
