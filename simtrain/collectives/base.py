@@ -8,7 +8,7 @@ by name with :func:`register`; :func:`get_algorithm` lists the valid names on a 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -148,6 +148,33 @@ def require_uniform(layout: GroupLayout, name: str) -> int:
             f"(got {counts}; use ring or direct)"
         )
     return k
+
+
+def merge_schedules(schedules: Sequence[Schedule]) -> Schedule:
+    """One schedule running several alike schedules at once: phase i of all of them together.
+
+    Raises:
+        SpecError: the schedules do not have the same phases (groups of different shapes).
+    """
+    first = schedules[0]
+    shape = [(p.repeat, p.num_latencies) for p in first.phases]
+    for other in schedules[1:]:
+        if [(p.repeat, p.num_latencies) for p in other.phases] != shape:
+            raise SpecError(
+                "'groups' must have the same shape (ranks per node and count) to run at once "
+                f"(got phases {shape} and {[(p.repeat, p.num_latencies) for p in other.phases]})"
+            )
+    phases = tuple(
+        Phase.of(
+            np.concatenate([s.phases[i].src for s in schedules]),
+            np.concatenate([s.phases[i].dst for s in schedules]),
+            np.concatenate([s.phases[i].size_bytes for s in schedules]),
+            repeat=phase.repeat,
+            latency_count=phase.latency_count,
+        )
+        for i, phase in enumerate(first.phases)
+    )
+    return Schedule(phases, first.family, first.efficiency)
 
 
 def pipeline_chunks(size_bytes: float) -> int:

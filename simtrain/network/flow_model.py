@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simtrain.collectives import ALGORITHMS, FAMILY_PROTOCOLS, PROTOCOLS, Schedule, get_algorithm
+from simtrain.collectives.base import merge_schedules
 from simtrain.errors import SpecError
 from simtrain.network.base import COLLECTIVE_KINDS, CollectiveKind
 from simtrain.network.flow import Phase, transfer_time_s
@@ -156,12 +157,44 @@ class FlowNetworkModel:
         :class:`~simtrain.network.flow.FlowSimulator`, so that they contend for links.
         """
         timing = self.time_collective(kind, ranks, size_bytes)
-        devices = self._devices(ranks)
-        if timing.algorithm == "none":
+        return self._build(timing.algorithm, kind, self._devices(ranks), float(size_bytes))
+
+    def concurrent_time_s(
+        self, kind: CollectiveKind, groups: Sequence[Sequence[int]], size_bytes: float
+    ) -> float:
+        """Seconds for one collective run at the same time on several alike groups.
+
+        This is how SPMD replicas load the network: every data-parallel group reduces its
+        gradients at once, and their flows share links (spines of a fat-tree, for instance).
+        Each group runs the algorithm and protocol chosen for the first group alone; phase i
+        of all groups runs together.
+
+        Raises:
+            SpecError: groups of different shapes, or ranks outside the topology.
+        """
+        if not groups:
+            return 0.0
+        first = self.time_collective(kind, groups[0], size_bytes)
+        if first.algorithm == "none" or len(groups) == 1:
+            return first.time_s
+        merged = merge_schedules(
+            [
+                self._build(first.algorithm, kind, self._devices(g), float(size_bytes))
+                for g in groups
+            ]
+        )
+        multi_node = any(self._multi_node(self._devices(g)) for g in groups)
+        return self._fastest_protocol(
+            first.algorithm, kind, merged, multi_node, protocols=(first.protocol,)
+        ).time_s
+
+    def _build(self, algorithm: str, kind: str, devices: np.ndarray, size_bytes: float) -> Schedule:
+        """Schedule of ``algorithm`` (or of nothing, or one transfer for p2p)."""
+        if algorithm == "none":
             return Schedule(())
-        if timing.algorithm == "p2p":
+        if algorithm == "p2p":
             return Schedule((Phase.of(devices[:1], devices[1:2], size_bytes),))
-        return ALGORITHMS[timing.algorithm].build(kind, devices, float(size_bytes), self.topology)
+        return ALGORITHMS[algorithm].build(kind, devices, size_bytes, self.topology)
 
     def _devices(self, ranks: Sequence[int]) -> np.ndarray:
         """Devices of global ``ranks``, or a SpecError naming the first rank out of range."""
@@ -209,9 +242,14 @@ class FlowNetworkModel:
         return bool(node.min() != node.max())
 
     def _fastest_protocol(
-        self, algorithm: str, kind: str, schedule: Schedule, multi_node: bool
+        self,
+        algorithm: str,
+        kind: str,
+        schedule: Schedule,
+        multi_node: bool,
+        protocols: tuple[str, ...] | None = None,
     ) -> CollectiveTiming:
-        """Cost ``schedule`` under each allowed protocol; keep the fastest."""
+        """Cost ``schedule`` under each allowed protocol (or ``protocols``); keep the fastest."""
         topo = self.topology
         capacity = topo.link_bandwidth_bytes_per_s * schedule.link_efficiency(topo.link_class)
         parts = []
@@ -220,8 +258,10 @@ class FlowNetworkModel:
                 continue
             routes = topo.routes(phase.src, phase.dst)
             parts.append((phase, routes, transfer_time_s(routes, phase.size_bytes, capacity)))
-        if self.protocol == "none":
-            names: tuple[str, ...] = ("none",)
+        if protocols is not None:
+            names: tuple[str, ...] = protocols
+        elif self.protocol == "none":
+            names = ("none",)
         elif self.protocol == "auto":
             names = FAMILY_PROTOCOLS[schedule.family]
         else:

@@ -209,3 +209,23 @@ def test_from_experiment_uses_the_cluster_and_the_algorithm_choice():
     m = FlowNetworkModel.from_experiment(spec)
     assert m.topology.num_devices == 16
     assert m.time_collective("all_reduce", range(16), GiB).algorithm == "tree"
+
+
+def dp_groups_model(kind, **topology):
+    m = model(num_gpus=128, topology={"kind": kind, "switch_radix": 8, **topology})
+    return m, [list(range(j, 128, 8)) for j in range(8)]  # 8 DP groups, one per local rank
+
+
+def test_concurrent_dp_groups_contend_on_a_fat_tree_but_not_on_separate_rails():
+    m, groups = dp_groups_model("fat_tree")
+    alone = m.collective_time_s("all_reduce", groups[0], 2**28)
+    assert m.concurrent_time_s("all_reduce", groups, 2**28) > 2 * alone  # shared spines
+    m, groups = dp_groups_model("rail_only")
+    alone = m.collective_time_s("all_reduce", groups[0], 2**28)
+    assert m.concurrent_time_s("all_reduce", groups, 2**28) == pytest.approx(alone)
+
+
+def test_concurrent_groups_must_have_one_shape():
+    m, _ = dp_groups_model("fat_tree")
+    with pytest.raises(SpecError, match="'groups' must have the same shape"):
+        m.concurrent_time_s("all_reduce", [list(range(0, 128, 8)), list(range(8))], 2**20)
