@@ -147,11 +147,6 @@ class Topology:
         """Link ids of the route of each (src, dst) pair, padded with -1."""
         return self.router(np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64))
 
-    def route_latency_s(self, routes: np.ndarray) -> np.ndarray:
-        """Latency of each route: the sum of its links' latencies."""
-        lat = np.where(routes >= 0, self.link_latency_s[np.maximum(routes, 0)], 0.0)
-        return lat.sum(axis=1)
-
     def count_nodes(self) -> dict[str, int]:
         """Number of graph nodes of each kind."""
         kinds, counts = np.unique(np.array(self.node_kinds), return_counts=True)
