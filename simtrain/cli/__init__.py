@@ -12,6 +12,7 @@ from simtrain.cli import (
     commands_network,  # noqa: F401
     commands_reliability,  # noqa: F401
     commands_schedule,  # noqa: F401
+    commands_sweep,  # noqa: F401
 )
 from simtrain.cli.app import app, run_app
 

@@ -6,7 +6,8 @@ enumeration stays lazy. The driver (:mod:`simtrain.sweep.run`) stores each resul
 arrives; executors hold no results.
 
 The local executor uses a ``spawn`` multiprocessing *context* created here, never a global
-start method. Workers ignore SIGINT, so a Ctrl-C reaches only the driver, which stops them.
+start method. Workers ignore SIGINT, so a Ctrl-C reaches only the driver, which stops them;
+they exit by themselves if the driver is killed.
 A worker that dies (killed, out of host memory) breaks the pool: it is rebuilt and the
 configurations in flight are retried once; a configuration in flight at two breaks is
 recorded as an error.
@@ -18,6 +19,8 @@ import multiprocessing
 import os
 import signal
 import socket
+import threading
+import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -46,8 +49,20 @@ class Executor(Protocol):
         ...
 
 
-def _ignore_sigint() -> None:
+def _init_worker(driver_pid: int) -> None:
+    """Ignore Ctrl-C (the driver handles it) and exit when the driver dies (SIGKILL).
+
+    A killed driver cannot stop its pool, and a pool worker never sees its task queue close,
+    so each worker polls its parent id: once the driver is gone it is re-parented.
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def watch() -> None:
+        while os.getppid() == driver_pid:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="simtrain-driver-watch", daemon=True).start()
 
 
 def died_row(message: str = _WORKER_DIED) -> dict[str, Any]:
@@ -66,7 +81,8 @@ class LocalExecutor:
         return ProcessPoolExecutor(
             max_workers=self.num_workers,
             mp_context=multiprocessing.get_context("spawn"),
-            initializer=_ignore_sigint,
+            initializer=_init_worker,
+            initargs=(os.getpid(),),
         )
 
     def map_unordered(self, task: Task, items: Iterable[Item]) -> Iterator[tuple[str, Any]]:

@@ -21,6 +21,7 @@ import pandas as pd
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from simtrain.api import simtrain_version
+from simtrain.catalog.prices import preset_price
 from simtrain.errors import SpecError
 from simtrain.specs.sweep import SweepSpec, base_mapping, load_sweep
 from simtrain.sweep.enumerate import Candidate, candidates, count_points, sweep_groups
@@ -193,7 +194,9 @@ def with_costs(
     for cand in seen:
         name = cand.spec.cluster.accelerator if cand.spec is not None else ""
         if name not in prices:
-            prices[name] = usd_per_gpu_hour if usd_per_gpu_hour is not None else _preset(name)
+            prices[name] = (
+                usd_per_gpu_hour if usd_per_gpu_hour is not None else preset_usd_per_gpu_hour(name)
+            )
     table = table.copy()
     table["usd_per_gpu_hour"] = [
         prices[c.spec.cluster.accelerator if c.spec is not None else ""] for c in seen
@@ -206,9 +209,8 @@ def with_costs(
     return table
 
 
-def _preset(accelerator: str) -> float | None:
-    from simtrain.catalog.prices import preset_price
-
+def preset_usd_per_gpu_hour(accelerator: str) -> float | None:
+    """The accelerator's dated catalog price, or None when the catalog has none."""
     if not accelerator:
         return None
     try:

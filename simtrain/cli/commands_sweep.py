@@ -1,0 +1,298 @@
+"""Sweep and planning subcommands: ``simtrain sweep`` and ``simtrain plan``."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from simtrain.cli.app import app, console, err_console, fail
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON to stdout instead of tables.")]
+ExecutorOption = Annotated[
+    str, typer.Option("--executor", help="Where configurations run: local (processes) or ray.")
+]
+AddressOption = Annotated[
+    str | None,
+    typer.Option(
+        "--address", help="Ray cluster to join: auto, HOST:PORT or ray://HOST:PORT (with ray)."
+    ),
+]
+WorkersOption = Annotated[
+    int | None, typer.Option("--workers", min=1, help="Worker processes (default: all cores).")
+]
+PriceOption = Annotated[
+    float | None,
+    typer.Option(
+        "--usd-per-gpu-hour", min=0, help="Price for the $ columns (default: catalog preset)."
+    ),
+]
+JSON_ROW_KEYS: tuple[str, ...] = ("step_time_s", "mfu", "fits", "status")
+"""Keys of each ``simtrain sweep --json`` row after the swept fields (issue 8)."""
+
+
+def _plain(value: Any) -> Any:
+    """JSON-ready scalar: numpy numbers to Python, NaN to None."""
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+def _short(field: str) -> str:
+    return field.removeprefix("parallel.")
+
+
+def _fmt(value: Any, digits: int = 3) -> str:
+    value = _plain(value)
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.{digits}g}" if abs(value) < 1e4 else f"{value:,.0f}"
+    return str(value)
+
+
+def top_table(result: Any, k: int) -> Table:
+    """The k best simulated configurations by the sweep's metric."""
+    sweep = result.sweep
+    table = Table(title=f"top {k} of {sweep.name} by {sweep.metric}")
+    fields = sweep.swept_fields
+    for name in ["#", *map(_short, fields), "step s", "tokens/s", "MFU", "peak GB", "$/Mtok"]:
+        table.add_column(name, justify="right")
+    for rank, (_, row) in enumerate(result.ranked().head(k).iterrows(), start=1):
+        table.add_row(
+            str(rank),
+            *(_fmt(row[f]) for f in fields),
+            _fmt(row["step_time_s"], 4),
+            _fmt(row["tokens_per_s"]),
+            f"{row['mfu']:.1%}",
+            _fmt(row["peak_memory_bytes"] / 1e9),
+            _fmt(row["usd_per_million_tokens"]),
+        )
+    return table
+
+
+def counts_line(result: Any) -> str:
+    """One line: configurations by verdict, store reuse and wall time."""
+    c = result.counts
+    pruned = c["invalid"] + c["constraint"] + c["oom"]
+    return (
+        f"{c['total']} configurations: {c['ok']} simulated, {pruned} pruned "
+        f"({c['invalid']} invalid, {c['constraint']} by constraints, {c['oom']} out of memory), "
+        f"{c['error']} failed; {c['from_store']} already in the store, {c['evaluated']} run now; "
+        f"{result.wall_time_s:.1f} s; store {result.store_path}"
+    )
+
+
+def write_table(table: Any, out: Path) -> None:
+    """Write the result table as CSV or Parquet, by the file suffix."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.suffix == ".csv":
+        table.to_csv(out, index=False)
+    elif out.suffix == ".parquet":
+        try:
+            table.to_parquet(out, index=False)
+        except ImportError:
+            raise fail("'--out' .parquet needs pyarrow: pip install 'simtrain[parquet]'") from None
+    else:
+        raise fail(f"'--out' must end in .csv or .parquet (got {out.name!r})")
+
+
+@app.command()
+def sweep(
+    sweep_file: Annotated[Path, typer.Argument(help="Sweep YAML file.")],
+    executor: ExecutorOption = "local",
+    address: AddressOption = None,
+    workers: WorkersOption = None,
+    store: Annotated[
+        Path | None,
+        typer.Option(
+            "--store", help="SQLite result store (default: .simtrain/<sweep name>.sqlite)."
+        ),
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Skip configurations the store already holds.")
+    ] = False,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Empty a non-empty store and start over.")
+    ] = False,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Write every row to results.csv or .parquet.")
+    ] = None,
+    plot: Annotated[
+        Path | None, typer.Option("--plot", help="Save the Pareto-front plot (PNG/SVG/PDF).")
+    ] = None,
+    top: Annotated[
+        int | None, typer.Option("--top", min=1, help="Rows of the ranked table (default: top_k).")
+    ] = None,
+    usd_per_gpu_hour: PriceOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Simulate every feasible configuration of SWEEP_FILE and rank them.
+
+    Results are stored as each configuration finishes; after a Ctrl-C or a crash, rerun with
+    --resume to continue. Example:
+    simtrain sweep experiments/sweeps/llama3-70b-1024.yaml --out out/70b.csv --plot out/70b.png
+    """
+    from simtrain.specs.sweep import load_sweep
+    from simtrain.sweep import run_sweep
+    from simtrain.sweep.pareto import plot_pareto
+
+    spec, base = load_sweep(sweep_file)
+    store_path = store or Path(".simtrain") / f"{spec.name}.sqlite"
+    try:
+        result = run_sweep(
+            spec,
+            base,
+            store=store_path,
+            executor=executor,
+            num_workers=workers,
+            address=address,
+            resume=resume,
+            overwrite=overwrite,
+            progress=not as_json and console.is_terminal,
+            usd_per_gpu_hour=usd_per_gpu_hour,
+        )
+    except KeyboardInterrupt:
+        raise fail(
+            f"interrupted; finished configurations are saved in {store_path} "
+            "(rerun with --resume to continue)",
+            130,
+        ) from None
+    if out is not None:
+        write_table(result.table, out)
+    if plot is not None:
+        plot_pareto(result.table, plot, title=f"{spec.name}: Pareto fronts")
+    if as_json:
+        rows = [
+            {
+                **{f: _plain(r[f]) for f in spec.swept_fields},
+                **{k: _plain(r[k]) for k in JSON_ROW_KEYS},
+            }
+            for _, r in result.table.iterrows()
+        ]
+        typer.echo(json.dumps(rows, indent=1))
+        err_console.print(counts_line(result), markup=False)
+        return
+    console.print(counts_line(result), markup=False)
+    console.print(top_table(result, top or spec.top_k))
+    written = [str(p) for p in (out, plot) if p is not None]
+    if written:
+        console.print(f"wrote {', '.join(written)}", markup=False)
+
+
+PLAN_JSON_KEYS: tuple[str, ...] = ("num_gpus", "parallel", "days", "cost_usd")
+"""Keys of ``simtrain plan --json`` (issue 8); alternatives carry the same keys."""
+
+
+def _plan_json(option: Any) -> dict[str, Any] | None:
+    if option is None:
+        return None
+    full = option.to_dict()
+    return {**{k: full[k] for k in PLAN_JSON_KEYS}, **full}
+
+
+def plan_table(result: Any) -> Table:
+    """Every cluster size tried with its best layout and whole-run figures."""
+    table = Table(title="plans: best layout of each cluster size")
+    for name in ["GPUs", "tp", "pp", "vpp", "dp", "recompute", "batch", "MFU", "goodput",
+                 "days", "$M", "pick"]:  # fmt: skip
+        table.add_column(name, justify="right")
+    for o in result.options:
+        p = o.parallel
+        picks = [n for n, pick in (("cheapest", result.cheapest), ("fastest", result.fastest))
+                 if pick is o]  # fmt: skip
+        table.add_row(
+            f"{o.num_gpus:,}", str(p["tp"]), str(p["pp"]), str(p["vpp"]), str(p["dp"]),
+            p["recompute"], f"{p['global_batch_size']:,}", f"{o.mfu:.1%}", f"{o.goodput:.1%}",
+            f"{o.days:.1f}" + ("" if o.meets_deadline else " (late)"),
+            "-" if o.cost_usd is None else f"{o.cost_usd / 1e6:,.1f}", ", ".join(picks),
+        )  # fmt: skip
+    return table
+
+
+@app.command()
+def plan(
+    model: Annotated[str, typer.Option("--model", help="Workload preset or YAML with 'model'.")],
+    tokens: Annotated[float, typer.Option("--tokens", help="Training tokens, e.g. 15.6e12.")],
+    deadline_days: Annotated[
+        float, typer.Option("--deadline-days", help="Wall-clock days allowed (failures included).")
+    ],
+    accelerator: Annotated[str, typer.Option("--accelerator", help="Catalog accelerator.")],
+    budget_usd: Annotated[
+        float | None, typer.Option("--budget-usd", help="Dollars allowed (default: no limit).")
+    ] = None,
+    max_gpus: Annotated[
+        int | None, typer.Option("--max-gpus", min=1, help="Largest cluster to consider.")
+    ] = None,
+    topology: Annotated[
+        str | None, typer.Option("--topology", help="Topology preset or YAML with 'cluster'.")
+    ] = None,
+    usd_per_gpu_hour: PriceOption = None,
+    batch_tokens: Annotated[
+        float, typer.Option("--batch-tokens", help="Target tokens per optimizer step.")
+    ] = 16 * 2**20,
+    no_failures: Annotated[
+        bool, typer.Option("--no-failures", help="Plan a failure-free run (goodput 1).")
+    ] = False,
+    executor: ExecutorOption = "local",
+    address: AddressOption = None,
+    workers: WorkersOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Find the cheapest cluster and layout that trains MODEL on TOKENS within the deadline.
+
+    Also shows the fastest plan within the budget and the other sizes as alternatives.
+    Example: simtrain plan --model llama3-405b --tokens 15.6e12 --deadline-days 60
+    --accelerator H100-SXM
+    """
+    from simtrain.sweep.planner import plan as make_plan
+
+    try:
+        result = make_plan(
+            model,
+            tokens,
+            deadline_days,
+            accelerator,
+            budget_usd=budget_usd,
+            max_gpus=max_gpus,
+            topology=topology,
+            usd_per_gpu_hour=usd_per_gpu_hour,
+            batch_tokens=batch_tokens,
+            failure_preset=None if no_failures else "llama3-405b",
+            executor=executor,
+            num_workers=workers,
+            address=address,
+            progress=not as_json and console.is_terminal,
+        )
+    except KeyboardInterrupt:
+        raise fail("interrupted", 130) from None
+    if not result.options:
+        raise fail("no layout fits in memory at any cluster size tried (see --max-gpus)", 1)
+    chosen = result.cheapest or result.fastest
+    if as_json:
+        out = _plan_json(chosen) or {}
+        out.update(
+            fastest_within_budget=_plan_json(result.fastest),
+            alternatives=[_plan_json(o) for o in result.alternatives],
+            usd_per_gpu_hour=result.usd_per_gpu_hour,
+        )
+        typer.echo(json.dumps(out, indent=1))
+    else:
+        console.print(plan_table(result))
+        for label, o in (("cheapest meeting the deadline", result.cheapest),
+                         ("fastest within the budget", result.fastest)):  # fmt: skip
+            if o is not None:
+                cost = "no price" if o.cost_usd is None else f"${o.cost_usd / 1e6:,.1f}M"
+                console.print(
+                    f"{label}: {o.num_gpus:,} GPUs, tp={o.parallel['tp']} pp={o.parallel['pp']} "
+                    f"vpp={o.parallel['vpp']} dp={o.parallel['dp']}, {o.days:.1f} days, {cost}",
+                    markup=False,
+                )
+    if result.cheapest is None:
+        raise fail(f"no plan meets the {deadline_days:g}-day deadline within the budget", 1)
