@@ -229,3 +229,20 @@ def test_concurrent_groups_must_have_one_shape():
     m, _ = dp_groups_model("fat_tree")
     with pytest.raises(SpecError, match="'groups' must have the same shape"):
         m.concurrent_time_s("all_reduce", [list(range(0, 128, 8)), list(range(8))], 2**20)
+
+
+def test_pipelined_ring_broadcast_closed_form():
+    link = get_link("nvlink4")
+    b, alpha = link.effective_bandwidth_bytes_per_s, link.latency_s
+    size = 64 * 2**20
+    chunks = size // (512 * 1024)  # 128 pipeline chunks of NCCL's 512 KiB
+    expected = (chunks + 8 - 2) * (size / chunks) / b + (8 - 1) * alpha
+    m = model(algorithm="ring", protocol="none")
+    assert m.collective_time_s("broadcast", range(8), size) == pytest.approx(expected, rel=1e-9)
+
+
+def test_direct_all_to_all_in_a_node_shares_each_port_among_peers():
+    link = get_link("nvlink4")
+    expected = 7 / 8 * GiB / link.effective_bandwidth_bytes_per_s + link.latency_s
+    m = model(protocol="none")
+    assert m.collective_time_s("all_to_all", range(8), GiB) == pytest.approx(expected, rel=1e-9)
