@@ -1,11 +1,19 @@
 """Collective algorithms: pure functions from a collective on a group to phases of flows.
 
 One module per family (``ring``, ``tree``, ``hierarchical``, ``halving_doubling``,
-``direct``, ``innetwork``); importing this package registers them all in ``ALGORITHMS``.
+``direct``, ``innetwork``, ``torus``); importing this package registers them all in ``ALGORITHMS``.
 ``protocols`` holds NCCL's LL/LL128/Simple costs.
 """
 
-from simtrain.collectives import direct, halving_doubling, hierarchical, innetwork, ring, tree
+from simtrain.collectives import (
+    direct,
+    halving_doubling,
+    hierarchical,
+    innetwork,
+    ring,
+    torus,
+    tree,
+)
 from simtrain.collectives.base import ALGORITHMS, Schedule, get_algorithm, register
 from simtrain.collectives.protocols import FAMILY_PROTOCOLS, PROTOCOLS
 
@@ -21,5 +29,6 @@ __all__ = [
     "innetwork",
     "register",
     "ring",
+    "torus",
     "tree",
 ]

@@ -40,9 +40,16 @@ AUTO_ALGORITHMS: dict[str, tuple[str, ...]] = {
 }
 """Algorithms ``auto`` chooses among: those NCCL implements for each collective (its tuner
 never picks the others, which stay available by name)."""
-TORUS_AUTO_ALGORITHMS = frozenset({"ring", "direct"})
-"""On a torus (TPU ICI, no NCCL) ``auto`` keeps to rings and direct exchanges, the patterns
-of XLA's torus collectives; NCCL's trees and NVLS do not exist there."""
+TORUS_AUTO_ALGORITHMS: dict[str, tuple[str, ...]] = {
+    "all_reduce": ("torus", "ring"),
+    "all_gather": ("torus", "ring"),
+    "reduce_scatter": ("torus", "ring"),
+    "all_to_all": ("direct",),
+    "broadcast": ("ring",),
+    "reduce": ("ring",),
+}
+"""On a torus (TPU ICI, no NCCL) ``auto`` keeps to rings, multi-dimensional torus rings and
+direct exchanges, the patterns of XLA's torus collectives."""
 
 
 @dataclass(frozen=True)
@@ -221,9 +228,8 @@ class FlowNetworkModel:
             return self._fastest_protocol(info.name, kind, schedule, self._multi_node(devices))
         best: CollectiveTiming | None = None
         reasons = []
-        for name in AUTO_ALGORITHMS[kind]:
-            if self.topology.kind == "torus_3d" and name not in TORUS_AUTO_ALGORITHMS:
-                continue
+        torus = self.topology.kind == "torus_3d"
+        for name in (TORUS_AUTO_ALGORITHMS if torus else AUTO_ALGORITHMS)[kind]:
             info = ALGORITHMS[name]
             try:
                 schedule = info.build(kind, devices, size_bytes, self.topology)

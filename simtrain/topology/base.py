@@ -128,6 +128,8 @@ class Topology:
     """Fabric inside a node: nvswitch, p2p_mesh, pcie, or none (torus chips)."""
     sharp: ClosFabric | None = None
     """The scale-out Clos when its switches reduce in-network (InfiniBand SHARP)."""
+    torus_shape: tuple[int, int, int] | None = None
+    """X x Y x Z of a torus with wrap-around (device i at x + X(y + Yz)); None otherwise."""
     nvls_switch: np.ndarray | None = None
     """Per node, the graph index of its NVSwitch when it can reduce in-network (NVLS)."""
     details: dict[str, str] = field(default_factory=dict)

@@ -138,7 +138,10 @@ def _torus(cluster: ClusterSpec, table: LinkTable, link: LinkSpec) -> Topology:
         "direction (chip bandwidth / 6)",
     }
     g = min(cluster.gpus_per_node, cluster.num_gpus)
-    return _finish(table, "torus_3d", cluster.num_gpus, g, router, bisection, 0, details)
+    torus = shape if spec.torus_wraparound else None
+    return _finish(
+        table, "torus_3d", cluster.num_gpus, g, router, bisection, 0, details, torus_shape=torus
+    )
 
 
 def _finish(
@@ -153,6 +156,7 @@ def _finish(
     nvls: np.ndarray | None = None,
     node_fabric: str = "none",
     sharp: ClosFabric | None = None,
+    torus_shape: tuple[int, int, int] | None = None,
 ) -> Topology:
     """Freeze the link table into a Topology."""
     src, dst, bw, lat, cls = table.arrays()
@@ -173,6 +177,7 @@ def _finish(
         nvls_switch=nvls,
         node_fabric=node_fabric,
         sharp=sharp,
+        torus_shape=torus_shape,
         details=details,
     )
 

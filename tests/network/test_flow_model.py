@@ -161,15 +161,16 @@ def test_schedule_returns_the_chosen_algorithm_phases():
     assert schedule.bytes_sent == pytest.approx(2 * 15 * GiB)
 
 
-def test_auto_on_a_torus_keeps_to_rings():
+def test_auto_on_a_torus_keeps_to_ring_patterns():
     cluster = ClusterSpec(
         accelerator="TPUv4",
         num_gpus=64,
         gpus_per_node=4,
         topology={"kind": "torus_3d", "torus_shape": (4, 4, 4)},
     )
-    timing = FlowNetworkModel.from_cluster(cluster).time_collective("all_reduce", range(64), GiB)
-    assert timing.algorithm == "ring"
+    m = FlowNetworkModel.from_cluster(cluster)
+    assert m.time_collective("all_reduce", range(64), GiB).algorithm == "torus"
+    assert m.time_collective("all_reduce", range(16), GiB).algorithm == "ring"
 
 
 def test_sharp_busbw_does_not_fall_with_node_count_unlike_the_ring():
@@ -246,3 +247,31 @@ def test_direct_all_to_all_in_a_node_shares_each_port_among_peers():
     expected = 7 / 8 * GiB / link.effective_bandwidth_bytes_per_s + link.latency_s
     m = model(protocol="none")
     assert m.collective_time_s("all_to_all", range(8), GiB) == pytest.approx(expected, rel=1e-9)
+
+
+def test_tpuv4_pod_torus_all_reduce_reaches_the_published_1_1_pb_per_s():
+    # hardware.md §7.1 (TPU v4): pod all-reduce bandwidth 1.1 PB/s over 4,096 chips
+    cluster = ClusterSpec(
+        accelerator="TPUv4",
+        num_gpus=4096,
+        gpus_per_node=4,
+        topology={"kind": "torus_3d", "torus_shape": (16, 16, 16)},
+    )
+    m = FlowNetworkModel.from_cluster(cluster)
+    size = 4 * GiB
+    timing = m.time_collective("all_reduce", range(4096), size)
+    assert timing.algorithm == "torus"
+    busbw = size / timing.time_s * 2 * 4095 / 4096
+    assert busbw * 4096 == pytest.approx(1.1e15, rel=0.05)
+
+
+def test_torus_algorithm_needs_the_whole_torus():
+    cluster = ClusterSpec(
+        accelerator="TPUv4",
+        num_gpus=64,
+        gpus_per_node=4,
+        topology={"kind": "torus_3d", "torus_shape": (4, 4, 4)},
+    )
+    m = FlowNetworkModel.from_cluster(cluster, algorithm="torus")
+    with pytest.raises(SpecError, match="torus needs a torus_3d topology"):
+        m.collective_time_s("all_reduce", range(32), GiB)
