@@ -179,7 +179,8 @@ def collective(
     algo: Annotated[
         str,
         typer.Option(
-            "--algo", help="ring, tree, hierarchical, halving_doubling, direct, nvls or auto."
+            "--algo",
+            help="ring, tree, hierarchical, halving_doubling, direct, nvls, sharp, torus or auto.",
         ),
     ] = "auto",
     sizes: Annotated[

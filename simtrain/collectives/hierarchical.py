@@ -5,7 +5,8 @@ then k concurrent ring all-reduces across nodes, one per local rank, each on its
 (2(m-1) steps of S/(k·m)), then ring all-gather inside every node. Reduce-scatter keeps the
 first two parts; all-gather runs the inter-node all-gather first, then the intra-node one.
 The inter-node rings join ranks of the same local index, so on rail networks they never
-leave their rail.
+leave their rail. The three parts run one after another, without the chunk-level overlap of
+a pipelined implementation: an upper bound on the time.
 """
 
 from __future__ import annotations

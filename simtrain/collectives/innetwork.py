@@ -18,6 +18,11 @@ its S/k shard up a switch aggregation tree (device -> leaf -> spine -> core, one
 rail) and receives the reduced shard back down, then ring all-gather inside every node. Each
 NIC moves S/k each way instead of the ring's 2(m-1)/m · S/k, and every switch forwards one
 reduced stream per tree upward, whatever the number of nodes below it.
+
+Both multi-node schedules run their intra- and inter-node parts one after another, without
+NCCL's chunk-level overlap, so they are upper bounds (e.g. 2 x 8 H100 NVLS all-reduce gives
+≈200 GB/s busbw here; a user measured ≈343 GB/s on 2 x 8 H20 with NVLS + SHARP,
+collectives.md §6.2, NVIDIA/nccl#1244).
 """
 
 from __future__ import annotations
