@@ -219,6 +219,8 @@ def gantt_figure(
         Patch(color=COMM_COLOURS.get(k, "black"), label=f"{k} (lower lane)")
         for k in sorted(used_comm)
     ]
+    if chunks_per_rank > 1:
+        handles.append(Patch(color="#888888", alpha=0.65, label="lighter: odd model chunk"))
     ax.legend(
         handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False
     )

@@ -73,7 +73,8 @@ def plot_timeline(result: SimulationResult) -> Figure:
         [_row_label(result, s, r) for s, r in rows],
         title,
         time_unit=unit,
-        chunks_per_rank=p.vpp,
+        # no lighter odd chunks here: among thousands of per-op bars they read as idle time
+        chunks_per_rank=1,
     )
 
 
@@ -101,7 +102,7 @@ def plot_breakdown(result: SimulationResult) -> Figure:
     compute = _compute_stream_s(result)
     labels = [_row_label(result, s, r) for s, r in rows]
     y = np.arange(len(rows))
-    fig = Figure(figsize=(11.0, 0.45 * len(rows) + 2.2))
+    fig = Figure(figsize=(11.0, 0.45 * len(rows) + 2.6), layout="constrained")
     left, right = fig.subplots(1, 2, sharey=True, gridspec_kw={"width_ratios": [3, 2]})
     segments = [
         ("compute", "compute", COMPUTE_COLOURS["F"]),
@@ -116,6 +117,8 @@ def plot_breakdown(result: SimulationResult) -> Figure:
             base += values
     for attr, name in (("exposed_comm_s", "exposed communication"), ("bubble_s", "bubble")):
         values = np.array([getattr(by_rank[r], attr) for _, r in rows]) * scale
+        if values.max() <= 1e-9 * result.step_time_s * scale:
+            continue  # e.g. no bubble without pipelining: keep it out of the legend
         left.barh(
             y,
             values,
@@ -140,7 +143,6 @@ def plot_breakdown(result: SimulationResult) -> Figure:
     left.set_ylim(len(rows) - 0.5, -0.9)
     left.set_xlabel(f"time in the step ({unit})")
     left.set_title("step time by state (adds up to the step)", fontsize=10)
-    left.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3, fontsize=8, frameon=False)
     categories = sorted({c for r in result.ranks for c in r.by_category_s if c.endswith("_comm")})
     height = 0.7 / max(1, len(categories))
     for k, category in enumerate(categories):
@@ -154,21 +156,27 @@ def plot_breakdown(result: SimulationResult) -> Figure:
         )
     right.set_xlabel(f"communication in flight ({unit})")
     right.set_title("communication by kind (overlaps compute)", fontsize=10)
-    if categories:
-        right.legend(
-            loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3, fontsize=8, frameon=False
-        )
+    handles, labels = left.get_legend_handles_labels()
+    comm_handles, comm_labels = right.get_legend_handles_labels()
+    fig.legend(
+        handles + comm_handles,
+        labels + [f"{label} (right)" for label in comm_labels],
+        loc="outside lower center",
+        ncol=5,
+        fontsize=8,
+        frameon=False,
+    )
     fig.suptitle(f"{result.spec.name}: time breakdown per pipeline stage", fontsize=11)
-    fig.tight_layout()
     return fig
 
 
 def plot_memory(result: SimulationResult) -> Figure:
     """Device memory of each pipeline stage over the step, against the device capacity.
 
-    Model states and buffers are held all step; activations rise with each forward and fall
-    with each backward, so the curves show the schedule's in-flight microbatches. The peak
-    of the fullest stage is the report's memory figure.
+    Model states and buffers are held all step; the activations of a (stage, microbatch) are
+    counted from the start of its first forward to the end of its last backward, whole (not
+    layer by layer), so the curves show the schedule's in-flight microbatches. The peak of the
+    fullest stage is the report's memory figure.
     """
     rows = pipeline_ranks(result)
     unit, scale = time_unit(result.step_time_s)
@@ -187,19 +195,24 @@ def plot_memory(result: SimulationResult) -> Figure:
         values = np.array([b for _, b in points]) / GB
         peak = max(peak, float(values.max()))
         ax.step(times, values, where="post", color=colour, linewidth=1.3, label=f"stage {stage}")
-    ax.axhline(capacity / GB, color="#c44e52", linestyle="--", linewidth=1.2)
-    ax.text(
-        0.0,
+    ax.axhline(
         capacity / GB,
-        f" capacity {capacity / GB:.1f} GB ({result.accelerator.name})",
         color="#c44e52",
-        va="bottom",
-        fontsize=8,
+        linestyle="--",
+        linewidth=1.2,
+        label=f"capacity {capacity / GB:.1f} GB\n({result.accelerator.name})",
     )
     ax.set_xlim(0, result.step_time_s * scale)
     ax.set_ylim(0, max(capacity, peak * GB) / GB * 1.12)
     ax.set_xlabel(f"time in the step ({unit})")
     ax.set_ylabel("device memory in use (GB = 10⁹ bytes)")
+    fig.text(
+        0.01,
+        0.01,
+        "activations counted per microbatch, from its first forward to its last backward",
+        fontsize=7,
+        color="#555555",
+    )
     verdict = "fits" if result.memory.fits else "OUT OF MEMORY"
     ax.set_title(
         f"{result.spec.name}: memory per pipeline stage over one step "
