@@ -50,13 +50,17 @@ def network_model_for(spec: ExperimentSpec) -> NetworkModel:
 
     ``alpha_beta`` times every collective as a ring in closed form; ``flow`` builds the
     cluster's topology and runs each collective's algorithm (``simulation.collective_algorithm``,
-    ``auto`` picks the fastest as NCCL's tuner does) through the flow-level model.
+    ``auto`` picks the fastest as NCCL's tuner does) through the flow-level model, together
+    with all the collective's SPMD replicas (:mod:`simtrain.engine.replicas`).
     """
     sim = spec.simulation
     if sim.network_model == "flow":
+        from simtrain.engine.replicas import ReplicatedNetwork
         from simtrain.network.flow_model import FlowNetworkModel
+        from simtrain.parallel.layout import RankLayout
 
-        return FlowNetworkModel.from_cluster(spec.cluster, algorithm=sim.collective_algorithm)
+        flow = FlowNetworkModel.from_experiment(spec)
+        return ReplicatedNetwork(flow, RankLayout.from_spec(spec.parallel))
     if sim.collective_algorithm not in ("auto", "ring"):
         warnings.warn(
             f"simulation.collective_algorithm={sim.collective_algorithm} has no effect with "
