@@ -48,6 +48,15 @@ COMM_COLOURS = {
 
 IDLE_COLOURS = {"exposed communication": "#f4b6b6", "bubble": "#e6e6e6"}
 
+_LEGEND = {
+    "F": "forward (F)",
+    "B": "backward (B)",
+    "W": "weight gradient (W)",
+    "recompute": "recompute",
+    "optimizer": "optimizer",
+    "other": "other compute",
+}
+
 _MAX_EDGED_SPANS = 64  # above this many bars in a row (per-op programs), white edges look like gaps
 
 
@@ -226,13 +235,3 @@ def gantt_figure(
     )
     fig.tight_layout()
     return fig
-
-
-_LEGEND = {
-    "F": "forward (F)",
-    "B": "backward (B)",
-    "W": "weight gradient (W)",
-    "recompute": "recompute",
-    "optimizer": "optimizer",
-    "other": "other compute",
-}
