@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simtrain.errors import SpecError
+from simtrain.specs.cost import GridPreset
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ PUE = Preset(
     "(arXiv:2211.02001) use 1.2 for BLOOM on Jean Zay (UNVERIFIED)",
 )
 
-GRID_GCO2_PER_KWH: dict[str, Preset] = {
+GRID_GCO2_PER_KWH: dict[GridPreset, Preset] = {
     "us-average": Preset(
         429.0,
         "UNVERIFIED: Patterson et al. 2021 (arXiv:2104.10350), Table 4, GPT-3 in a Microsoft "
@@ -68,7 +69,7 @@ GRID_GCO2_PER_KWH: dict[str, Preset] = {
 }
 """Grid carbon intensity presets in grams of CO2-equivalent per kWh drawn."""
 
-DEFAULT_GRID = "us-average"
+DEFAULT_GRID: GridPreset = "us-average"
 """Grid preset used when an experiment names none."""
 
 

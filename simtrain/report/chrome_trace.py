@@ -48,11 +48,12 @@ def _flow_pairs(result: SimulationResult) -> list[tuple[int, int, str]]:
     for i, task in enumerate(tasks):
         for dep in task.deps:
             src = tasks[dep]
-            if src.rank != task.rank and src.stream != "compute" and len(src.group) == 2:
+            is_p2p = src.stream != "compute" and not src.collective_key and len(src.group) == 2
+            if src.rank != task.rank and is_p2p:
                 pairs.append((dep, i, "p2p"))
     members: dict[str, list[int]] = defaultdict(list)
     for i, task in enumerate(tasks):
-        if task.collective_key and len(task.group) > 2:
+        if task.collective_key:
             members[task.collective_key].append(i)
     for indices in members.values():
         ordered = sorted(indices, key=lambda k: tasks[k].rank)

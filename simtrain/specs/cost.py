@@ -7,9 +7,14 @@ PUE and grid intensity).
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from simtrain.specs.base import Spec
+
+GridPreset = Literal["us-average", "france", "zero"]
+"""Names of the grid carbon-intensity presets (values and sources in ``catalog/power.py``)."""
 
 
 class CostSpec(Spec):
@@ -29,7 +34,7 @@ class CostSpec(Spec):
     """Power of one node besides its accelerators (CPUs, NICs, switches, fans), in W."""
     pue: float | None = Field(default=None, ge=1)
     """Power usage effectiveness: facility power over IT power (>= 1)."""
-    grid: str | None = None
-    """Grid carbon intensity preset name (us-average, france, zero)."""
+    grid: GridPreset | None = None
+    """Grid carbon intensity preset; omit for us-average."""
     grid_gco2_per_kwh: float | None = Field(default=None, ge=0)
     """Grid carbon intensity in gCO2e per kWh; takes precedence over ``grid``."""

@@ -1,13 +1,16 @@
 """Cost, energy and carbon: published-run sanity from first principles, arithmetic identities."""
 
 import math
+from typing import get_args
 
 import pytest
 
 from simtrain.api import simulate
+from simtrain.catalog.power import GRID_GCO2_PER_KWH
 from simtrain.catalog.prices import PRESET_PRICES, preset_price
 from simtrain.errors import SpecError
 from simtrain.metrics.cost import cost_summary, resolve_price, run_totals
+from simtrain.specs.cost import GridPreset
 from simtrain.specs.loader import load_experiment
 from tests.conftest import ROOT, make_experiment
 
@@ -120,14 +123,20 @@ def test_energy_identities_and_tdp_cap(tiny_pipeline):
     assert cost["per_step"]["co2_kg"] == pytest.approx(facility_kwh * 429 / 1e3)
 
 
-def test_overrides_and_unknown_power(tiny_pipeline):
+def test_overrides_and_grid_presets(tiny_pipeline):
     spec = tiny_pipeline.spec.model_copy(
         update={"cost": make_experiment(cost={"grid": "zero", "pue": 1.0}).cost}
     )
-    r = simulate(spec)
-    cost = cost_summary(r)
+    cost = cost_summary(simulate(spec))
     assert cost["per_step"]["co2_kg"] == 0.0 and cost["power"]["pue"] == 1.0
-    with pytest.raises(SpecError, match="grid preset"):
-        cost_summary(
-            simulate(spec.model_copy(update={"cost": make_experiment(cost={"grid": "mars"}).cost}))
-        )
+    assert set(GRID_GCO2_PER_KWH) == set(get_args(GridPreset))
+    with pytest.raises(SpecError, match=r"cost\.grid"):
+        make_experiment(cost={"grid": "mars"})
+
+
+def test_accelerator_without_power_figure_reports_no_energy():
+    r = simulate(make_experiment("cluster.accelerator=TPUv5p", "cluster.gpus_per_node=4",
+                                 cost={"usd_per_gpu_hour": 1.0}))  # fmt: skip
+    cost = cost_summary(r)
+    assert cost["power"] is None and cost["per_step"]["energy_kwh"] is None
+    assert cost["per_step"]["usd"] == pytest.approx(r.num_gpus * r.step_time_s / 3600)

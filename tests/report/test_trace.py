@@ -117,3 +117,19 @@ def test_loads_in_perfetto_trace_processor(result, trace, tmp_path):
         processor.close()
     assert counts == dict(expected_slices(result))
     assert flows == 2 * (PP - 1) * MICROBATCHES
+
+
+def test_collectives_of_several_simulated_ranks_are_chained_by_flows():
+    # full mode on one node: pp=2, dp=2, every rank simulated; each gradient collective has
+    # two simulated members, so one arrow joins them
+    spec = make_experiment(
+        "parallel.pp=2",
+        "parallel.global_batch_size=32",
+        "cluster.num_gpus=4",
+        "cluster.gpus_per_node=4",
+    )
+    result = simulate(spec, full=True)
+    members = Counter(t.collective_key for t in result.program.tasks if t.collective_key)
+    flows = Counter(e["name"] for e in chrome_trace(result)["traceEvents"] if e["ph"] == "s")
+    assert flows["collective"] == sum(n - 1 for n in members.values()) > 0
+    assert flows["p2p"] == 2 * (PP - 1) * (32 // 2) * 2  # 2 pipelines x 16 microbatches
