@@ -40,7 +40,7 @@ def run(
     Example: simtrain run experiments/quickstart.yaml --set parallel.tp=2 --out out/quick
     """
     from simtrain.api import load_experiment, simulate
-    from simtrain.report.terminal import breakdown_table, memory_table, summary_table
+    from simtrain.report.terminal import breakdown_table, cost_table, memory_table, summary_table
 
     spec = load_experiment(experiment, overrides or [])
     result = simulate(spec, full=full or None)
@@ -67,6 +67,7 @@ def run(
     console.print(summary_table(report))
     console.print(breakdown_table(report))
     console.print(memory_table(report))
+    console.print(cost_table(report))
     if out is not None:
         console.print(f"wrote {out}/: report.json, report.md, the PNGs and trace.json")
 

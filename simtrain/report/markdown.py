@@ -14,24 +14,10 @@ from typing import Any
 
 import yaml
 
+from simtrain.report.terminal import fmt_number as _g
 from simtrain.report.terminal import fmt_seconds
 
 GB = 1e9
-
-
-def _g(value: float | None, unit: str = "") -> str:
-    """Four significant digits, thousands grouped, or a dash for a missing value.
-
-    Examples:
-        >>> _g(1234567.0, " $"), _g(39410.3), _g(0.000123456), _g(2.5e16), _g(None)
-        ('1,235,000 $', '39,410', '0.0001235', '2.5e+16', '–')
-    """
-    if value is None:
-        return "–"
-    if 1e4 <= abs(value) < 1e15:
-        digits = len(str(int(abs(value)))) - 4
-        return f"{round(value, -digits):,.0f}{unit}"
-    return f"{value:.4g}{unit}"
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]], align: str = "") -> list[str]:

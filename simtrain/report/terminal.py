@@ -23,6 +23,21 @@ def fmt_seconds(seconds: float) -> str:
     return f"{seconds * 1e6:.1f} µs"
 
 
+def fmt_number(value: float | None, unit: str = "") -> str:
+    """Four significant digits, thousands grouped, or a dash for a missing value.
+
+    Examples:
+        >>> fmt_number(1234567.0, " $"), fmt_number(39410.3), fmt_number(2.5e16), fmt_number(None)
+        ('1,235,000 $', '39,410', '2.5e+16', '–')
+    """
+    if value is None:
+        return "–"
+    if 1e4 <= abs(value) < 1e15:
+        digits = len(str(int(abs(value)))) - 4
+        return f"{round(value, -digits):,.0f}{unit}"
+    return f"{value:.4g}{unit}"
+
+
 def summary_table(report: dict[str, Any]) -> Table:
     """Key metrics of one simulated step."""
     table = Table(title=f"simtrain run: {report['name']}", show_header=False, title_justify="left")
@@ -81,4 +96,27 @@ def memory_table(report: dict[str, Any]) -> Table:
         table.add_row(category, f"{size / GB:.2f}")
     table.add_row("peak", f"{mem['peak_bytes'] / GB:.2f}", style="bold")
     table.add_row("capacity", f"{mem['capacity_bytes'] / GB:.2f}")
+    return table
+
+
+def cost_table(report: dict[str, Any]) -> Table:
+    """Dollars, energy and CO2 per step, per million tokens and for the whole run."""
+    cost = report["cost"]
+    price = cost["usd_per_gpu_hour"]
+    title = "cost, energy, carbon" + (f" at ${price:g}/GPU-hour" if price is not None else "")
+    table = Table(title=title, title_justify="left")
+    columns = [("per step", cost["per_step"]), ("per M tokens", cost["per_million_tokens"])]
+    if cost["run"]:
+        columns.append((f"run ({cost['run']['wall_days']:.1f} days)", cost["run"]))
+    table.add_column("")
+    for name, _ in columns:
+        table.add_column(name, justify="right")
+    for label, key in (
+        ("GPU-hours", "gpu_hours"),
+        ("USD", "usd"),
+        ("energy (kWh)", "energy_kwh"),
+        ("CO2e (kg)", "co2_kg"),
+    ):
+        values = [part.get(key) for _, part in columns]
+        table.add_row(label, *(fmt_number(v) for v in values))
     return table
