@@ -92,3 +92,17 @@ def test_plots_return_figures_with_labelled_axes(result):
         axes = figure.get_axes()
         assert axes and all(ax.get_xlabel() for ax in axes)
         assert "(ms)" in axes[0].get_xlabel() or "(s)" in axes[0].get_xlabel()
+
+
+def test_run_with_reliability_uses_its_goodput_for_the_whole_run(capsys, tmp_path):
+    experiment = tmp_path / "tiny.yaml"
+    data = experiment_dict(
+        training={"total_tokens": 1e9}, reliability={"num_runs": 3, "gpu_hour_price_usd": 3.0}
+    )
+    experiment.write_text(yaml.safe_dump(data))
+    assert run_app(["run", str(experiment), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    cost, ettr = report["cost"], report["reliability"]["ettr_mean"]
+    assert cost["goodput"] == ettr and cost["goodput_source"].startswith("reliability")
+    assert cost["usd_per_gpu_hour"] == 3.0
+    assert cost["run"]["wall_days"] == pytest.approx(cost["run"]["productive_days"] / ettr)
