@@ -23,27 +23,60 @@ from simtrain.specs.loader import experiment_from_dict
 
 GPT3 = {"vocab_size": 50304, "tied_embeddings": True}
 LLAMA2 = {
-    "vocab_size": 32000, "activation": "swiglu", "norm": "rmsnorm", "use_bias": False,
+    "vocab_size": 32000,
+    "activation": "swiglu",
+    "norm": "rmsnorm",
+    "use_bias": False,
     "position_embedding": "rope",
 }
 LLAMA3 = {
-    "vocab_size": 128256, "activation": "swiglu", "norm": "rmsnorm", "use_bias": False,
-    "position_embedding": "rope", "num_kv_heads": 8,
+    "vocab_size": 128256,
+    "activation": "swiglu",
+    "norm": "rmsnorm",
+    "use_bias": False,
+    "position_embedding": "rope",
+    "num_kv_heads": 8,
 }
 MODELS = {
     "GPT3-5B": {**GPT3, "num_layers": 24, "hidden_size": 4096, "num_heads": 32},
     "GPT3-20B": {**GPT3, "num_layers": 44, "hidden_size": 6144, "num_heads": 48},
     "GPT3-175B": {**GPT3, "num_layers": 96, "hidden_size": 12288, "num_heads": 96},
-    "LLAMA2-7B": {**LLAMA2, "num_layers": 32, "hidden_size": 4096, "num_heads": 32,
-                  "ffn_hidden_size": 11008},
-    "LLAMA2-13B": {**LLAMA2, "num_layers": 40, "hidden_size": 5120, "num_heads": 40,
-                   "ffn_hidden_size": 13824},
-    "LLAMA2-70B": {**LLAMA2, "num_layers": 80, "hidden_size": 8192, "num_heads": 64,
-                   "num_kv_heads": 8, "ffn_hidden_size": 28672},
-    "LLAMA3-8B": {**LLAMA3, "num_layers": 32, "hidden_size": 4096, "num_heads": 32,
-                  "ffn_hidden_size": 14336},
-    "LLAMA3-70B": {**LLAMA3, "num_layers": 80, "hidden_size": 8192, "num_heads": 64,
-                   "ffn_hidden_size": 28672},
+    "LLAMA2-7B": {
+        **LLAMA2,
+        "num_layers": 32,
+        "hidden_size": 4096,
+        "num_heads": 32,
+        "ffn_hidden_size": 11008,
+    },
+    "LLAMA2-13B": {
+        **LLAMA2,
+        "num_layers": 40,
+        "hidden_size": 5120,
+        "num_heads": 40,
+        "ffn_hidden_size": 13824,
+    },
+    "LLAMA2-70B": {
+        **LLAMA2,
+        "num_layers": 80,
+        "hidden_size": 8192,
+        "num_heads": 64,
+        "num_kv_heads": 8,
+        "ffn_hidden_size": 28672,
+    },
+    "LLAMA3-8B": {
+        **LLAMA3,
+        "num_layers": 32,
+        "hidden_size": 4096,
+        "num_heads": 32,
+        "ffn_hidden_size": 14336,
+    },
+    "LLAMA3-70B": {
+        **LLAMA3,
+        "num_layers": 80,
+        "hidden_size": 8192,
+        "num_heads": 64,
+        "ffn_hidden_size": 28672,
+    },
 }
 # training-runs.md §5.3: model, GPUs, GBS, MBS, seq, TP, PP, CP, VP, tokens/s/GPU
 ROWS = [
@@ -67,9 +100,15 @@ def row_experiment(row: tuple) -> tuple[ExperimentSpec, float]:
             "name": f"nemo-{name.lower()}-{gpus}",
             "model": {"name": name.lower(), "seq_length": seq, **MODELS[name]},
             "parallel": {
-                "tp": tp, "sp": tp > 1, "pp": pp, "cp": cp, "vpp": vp,
+                "tp": tp,
+                "sp": tp > 1,
+                "pp": pp,
+                "cp": cp,
+                "vpp": vp,
                 "pipeline_schedule": "interleaved" if vp > 1 else "1f1b",
-                "micro_batch_size": mbs, "global_batch_size": gbs, "zero_stage": 1,
+                "micro_batch_size": mbs,
+                "global_batch_size": gbs,
+                "zero_stage": 1,
             },
             "cluster": {"accelerator": "H100-SXM", "num_gpus": gpus, "gpus_per_node": 8},
             "training": {"dtype": "fp8", "grad_reduce_dtype": "bf16"},

@@ -2,7 +2,7 @@
 
 These are the only tunable numbers of the compute model. A100 values were fitted once on the
 measured A100 iterations of vTrain (``shared/reference/vtrain-measured-runs.csv``, the
-multi-node pp = 1 rows) by ``experiments/calibration/fit_a100.py``; accelerators without
+multi-node pp = 1 rows) by ``experiments/calibration/fit.py``; accelerators without
 measured runs in the reference set inherit the A100 *fractions* (efficiency relative to their
 own peak and bandwidth), which the validation suites then test blind.
 """
@@ -52,7 +52,7 @@ A100 = ComputeCalibration(
     memory_efficiency=0.80,
     kernel_overhead_s=4e-6,
     host_issue_s=10e-6,
-    source="initial values; refit by experiments/calibration/fit_a100.py",
+    source="initial values; refit by experiments/calibration/fit.py",
 )
 
 CALIBRATIONS: dict[str, ComputeCalibration] = {

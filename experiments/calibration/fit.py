@@ -1,8 +1,12 @@
-"""Fit the A100 compute-calibration constants on the vTrain measured iterations.
+"""Fit an accelerator's compute-calibration constants on measured runs from the reference set.
 
-Usage: python experiments/calibration/fit_a100.py [--rows multi|all|sample] [--json]
+Usage:
+  python experiments/calibration/fit.py --dataset vtrain [--rows multi|all|sample] [--json]
+  python experiments/calibration/fit.py --dataset nemo [--json]
 
-Minimises the mean squared log error of simulated against measured iteration time by
+Datasets: ``vtrain`` (A100: the vTrain measured iterations, ``vtrain.py``) and ``nemo``
+(H100: NVIDIA NeMo's published throughputs, ``nemo_h100.py``). Minimises the mean squared log
+error of simulated against measured step time by
 coordinate descent over four constants of ``simtrain.compute.calibration`` (large-GEMM
 efficiency, GEMM K-half, memory-bound efficiency, per-kernel overhead), keeping the rest at
 their table values. Programs are built once per row; each evaluation only re-times and
@@ -24,13 +28,15 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from vtrain import load_rows, row_experiment  # noqa: E402
+import nemo_h100
+import vtrain
 
-from simtrain.catalog import get_accelerator  # noqa: E402
-from simtrain.compute import RooflineComputeModel, calibration_for  # noqa: E402
-from simtrain.engine import run_program  # noqa: E402
-from simtrain.network.alpha_beta import AlphaBetaNetwork  # noqa: E402
-from simtrain.parallel.builder import build_program  # noqa: E402
+from simtrain.catalog import get_accelerator
+from simtrain.compute import RooflineComputeModel, calibration_for
+from simtrain.engine import run_program
+from simtrain.network.alpha_beta import AlphaBetaNetwork
+from simtrain.parallel.builder import build_program
+from simtrain.specs.experiment import ExperimentSpec
 
 PARAMETERS = {
     "host_issue_s": [0.0, 10e-6, 20e-6, 30e-6, 45e-6, 60e-6, 90e-6],
@@ -47,7 +53,7 @@ def select_rows(which: str) -> list[dict[str, str]]:
     The sample takes every 16th single-node row and the multi-node rows except GPT-3 175B,
     whose 21 long pipelines dominate the fit's run time; they stay as a hold-out check.
     """
-    rows = load_rows()
+    rows = vtrain.load_rows()
     multi = [r for r in rows if r["scope"] == "multi_node"]
     if which == "multi":
         return multi
@@ -57,31 +63,42 @@ def select_rows(which: str) -> list[dict[str, str]]:
     return single[::16] + [r for r in multi if r["reported_params_billion"] != "175"]
 
 
-def prepare(rows):
-    """Build each row's program and network once."""
-    prepared = []
-    for row in rows:
-        spec = row_experiment(row)
-        prepared.append(
-            (row, spec, build_program(spec), AlphaBetaNetwork.from_cluster(spec.cluster))
-        )
-    return prepared
+def measured_runs(dataset: str, rows: str) -> list[tuple[ExperimentSpec, float]]:
+    """(experiment, measured step time in s) pairs of a dataset."""
+    if dataset == "vtrain":
+        return [
+            (vtrain.row_experiment(r), float(r["measured_iter_time_s"])) for r in select_rows(rows)
+        ]
+    runs = []
+    for row in nemo_h100.ROWS:
+        spec, tokens_per_s_per_gpu = nemo_h100.row_experiment(row)
+        tokens = spec.parallel.global_batch_size * spec.model.seq_length
+        runs.append((spec, tokens / (tokens_per_s_per_gpu * spec.cluster.num_gpus)))
+    return runs
+
+
+def prepare(runs):
+    """Build each run's program and network once."""
+    return [
+        (spec, measured, build_program(spec), AlphaBetaNetwork.from_cluster(spec.cluster))
+        for spec, measured in runs
+    ]
 
 
 def errors(prepared, calibration) -> np.ndarray:
-    """Log errors (simulated / measured) of every prepared row under ``calibration``."""
-    acc = get_accelerator("A100-80GB")
+    """Log errors (simulated / measured) of every prepared run under ``calibration``."""
     logs = []
-    for row, spec, program, network in prepared:
+    for spec, measured, program, network in prepared:
+        acc = get_accelerator(spec.cluster.accelerator)
         compute = RooflineComputeModel(acc, spec.training.dtype, calibration)
         step = run_program(program, compute, network).step_time_s
-        logs.append(math.log(step / float(row["measured_iter_time_s"])))
+        logs.append(math.log(step / measured))
     return np.array(logs)
 
 
-def fit(prepared, rounds: int = 2):
+def fit(prepared, accelerator: str, rounds: int = 2):
     """Coordinate descent over PARAMETERS; returns the best calibration and its loss."""
-    best = calibration_for("A100-80GB")
+    best = calibration_for(accelerator)
     best_loss = float(np.mean(errors(prepared, best) ** 2))
     for _ in range(rounds):
         for name, grid in PARAMETERS.items():
@@ -100,12 +117,17 @@ def fit(prepared, rounds: int = 2):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", choices=["multi", "all", "sample"], default="sample")
+    parser.add_argument("--dataset", choices=["vtrain", "nemo"], default="vtrain")
+    parser.add_argument(
+        "--rows", choices=["multi", "all", "sample"], default="sample", help="vtrain rows to fit on"
+    )
+    parser.add_argument("--rounds", type=int, default=2, help="coordinate-descent rounds")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args()
     began = time.perf_counter()
-    prepared = prepare(select_rows(args.rows))
-    calibration, loss = fit(prepared)
+    prepared = prepare(measured_runs(args.dataset, args.rows))
+    accelerator = prepared[0][0].cluster.accelerator
+    calibration, loss = fit(prepared, accelerator, args.rounds)
     logs = errors(prepared, calibration)
     rel = np.exp(logs) - 1
     result = {
