@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
 from rich.table import Table
 
 from simtrain.cli.app import app, console, err_console, fail
@@ -44,8 +45,20 @@ def _plain(value: Any) -> Any:
     return value
 
 
+_SHORT_NAMES = {
+    "micro_batch_size": "mbs",
+    "zero_stage": "zero",
+    "recompute": "recomp",
+    "pipeline_schedule": "sched",
+    "global_batch_size": "gbs",
+    "num_gpus": "gpus",
+}
+
+
 def _short(field: str) -> str:
-    return field.removeprefix("parallel.")
+    """Column header of a swept field: its last part, abbreviated where long."""
+    name = field.rpartition(".")[2]
+    return _SHORT_NAMES.get(name, name)
 
 
 def _fmt(value: Any, digits: int = 3) -> str:
@@ -57,22 +70,27 @@ def _fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
+def wide(shared: Console) -> Console:
+    """The shared console on a terminal; a 160-column one when piped (no width to fit)."""
+    return shared if shared.is_terminal else Console(width=160)
+
+
 def top_table(result: Any, k: int) -> Table:
     """The k best simulated configurations by the sweep's metric."""
     sweep = result.sweep
     table = Table(title=f"top {k} of {sweep.name} by {sweep.metric}")
-    fields = sweep.swept_fields
-    for name in ["#", *map(_short, fields), "step s", "tokens/s", "MFU", "peak GB", "$/Mtok"]:
-        table.add_column(name, justify="right")
+    fields = [*sweep.swept_fields, *(["dp"] if "dp" in result.table else [])]
+    for name in ["#", *map(_short, fields), "step s", "Mtok/s", "MFU", "GB", "$/Mtok"]:
+        table.add_column(name, justify="right", no_wrap=True)
     for rank, (_, row) in enumerate(result.ranked().head(k).iterrows(), start=1):
         table.add_row(
             str(rank),
             *(_fmt(row[f]) for f in fields),
-            _fmt(row["step_time_s"], 4),
-            _fmt(row["tokens_per_s"]),
+            f"{row['step_time_s']:.3g}",
+            f"{row['tokens_per_s'] / 1e6:.3g}",
             f"{row['mfu']:.1%}",
-            _fmt(row["peak_memory_bytes"] / 1e9),
-            _fmt(row["usd_per_million_tokens"]),
+            f"{row['peak_memory_bytes'] / 1e9:.0f}",
+            _fmt(row["usd_per_million_tokens"], 2),
         )
     return table
 
@@ -180,7 +198,7 @@ def sweep(
         err_console.print(counts_line(result), markup=False)
         return
     console.print(counts_line(result), markup=False)
-    console.print(top_table(result, top or spec.top_k))
+    wide(console).print(top_table(result, top or spec.top_k))
     written = [str(p) for p in (out, plot) if p is not None]
     if written:
         console.print(f"wrote {', '.join(written)}", markup=False)
@@ -284,7 +302,7 @@ def plan(
         )
         typer.echo(json.dumps(out, indent=1))
     else:
-        console.print(plan_table(result))
+        wide(console).print(plan_table(result))
         for label, o in (("cheapest meeting the deadline", result.cheapest),
                          ("fastest within the budget", result.fastest)):  # fmt: skip
             if o is not None:

@@ -128,11 +128,12 @@ class LocalExecutor:
         if self._pool is None:
             return
         # ProcessPoolExecutor has no public terminate before Python 3.14; its process table is
-        # the only handle on the workers.
-        processes = list(getattr(self._pool, "_processes", {}).values())
-        self._pool.shutdown(wait=False, cancel_futures=True)
-        for process in processes:
+        # the only handle on the workers. Terminate them first, then wait for the pool's
+        # manager thread, which sees them gone and exits: shutting down without waiting leaves
+        # that thread to a closed wake-up pipe at interpreter exit (a traceback after Ctrl-C).
+        for process in list(getattr(self._pool, "_processes", {}).values()):
             process.terminate()
+        self._pool.shutdown(wait=True, cancel_futures=True)
         self._pool = None
 
 
@@ -221,16 +222,21 @@ EXECUTORS: dict[str, Callable[..., Executor]] = {"local": LocalExecutor, "ray": 
 """Executor name -> factory ``(num_workers, address)``."""
 
 
+def check_executor(name: str, address: str | None) -> None:
+    """Raise a SpecError for an unknown executor or an address without Ray (no side effects)."""
+    if name not in EXECUTORS:
+        raise SpecError(f"'--executor' must be one of {', '.join(EXECUTORS)} (got {name!r})")
+    if name == "local" and address is not None:
+        raise SpecError(f"'--address' needs --executor ray (got {address!r} with local)")
+
+
 def get_executor(name: str, num_workers: int | None = None, address: str | None = None) -> Executor:
     """Build the executor ``name``; an unknown name lists the known ones.
 
     Raises:
         SpecError: unknown executor, an address given to the local executor, or Ray errors.
     """
-    if name not in EXECUTORS:
-        raise SpecError(f"'--executor' must be one of {', '.join(EXECUTORS)} (got {name!r})")
+    check_executor(name, address)
     if name == "local":
-        if address is not None:
-            raise SpecError(f"'--address' needs --executor ray (got {address!r} with local)")
         return LocalExecutor(num_workers)
     return RayExecutor(num_workers, address)

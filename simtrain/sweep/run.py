@@ -26,7 +26,7 @@ from simtrain.errors import SpecError
 from simtrain.specs.sweep import SweepSpec, base_mapping, load_sweep
 from simtrain.sweep.enumerate import Candidate, candidates, count_points, sweep_groups
 from simtrain.sweep.evaluate import METRIC_COLUMNS, evaluate
-from simtrain.sweep.executors import get_executor
+from simtrain.sweep.executors import check_executor, get_executor
 from simtrain.sweep.store import ResultStore
 
 STATUSES: tuple[str, ...] = ("ok", "oom", "invalid", "constraint", "error")
@@ -39,8 +39,8 @@ class SweepResult:
 
     Attributes:
         sweep: the sweep spec.
-        table: one row per configuration, in enumeration order: swept fields, ``status``,
-            ``error``, the metrics, cost columns and the store ``key``.
+        table: one row per configuration, in enumeration order: swept fields, the derived
+            ``dp``, ``status``, ``error``, the metrics, cost columns and the store ``key``.
         counts: configurations by status, plus ``total``, ``from_store`` (found done) and
             ``evaluated`` (run now).
         wall_time_s: driver wall time.
@@ -109,16 +109,11 @@ def run_sweep(
     """
     began = time.perf_counter()
     version = simtrain_version()
-    results = ResultStore(store)
+    configurations = candidates(sweep, base, version)  # bad input raises here, before any I/O
+    total = count_points(sweep_groups(sweep, base))
+    check_executor(executor, address)
+    results = open_store(store, resume, overwrite)
     try:
-        if len(results) and not (resume or overwrite):
-            raise SpecError(
-                f"'--store' {store} already holds {len(results)} results "
-                "(pass --resume to continue that sweep, or --overwrite to start over)"
-            )
-        if overwrite and not resume:
-            results.clear()
-        total = count_points(sweep_groups(sweep, base))
         seen: list[Candidate] = []
         counts: Counter[str] = Counter()
         with _progress(progress) as bar:
@@ -126,7 +121,6 @@ def run_sweep(
             done = results.keys()
             queued: set[str] = set()
             payloads: dict[str, dict[str, Any]] = {}
-            configurations = candidates(sweep, base, version)  # bad input raises here
 
             def pending() -> Iterator[tuple[str, dict[str, Any]]]:
                 for cand in configurations:
@@ -158,6 +152,25 @@ def run_sweep(
     return SweepResult(sweep, table, summary, time.perf_counter() - began, str(store))
 
 
+def open_store(store: str | Path, resume: bool, overwrite: bool) -> ResultStore:
+    """Open the store; a non-empty one needs ``resume`` (continue) or ``overwrite`` (empty it).
+
+    Raises:
+        SpecError: the store holds results and neither flag is set.
+    """
+    results = ResultStore(store)
+    if len(results) and not (resume or overwrite):
+        held = len(results)
+        results.close()
+        raise SpecError(
+            f"'--store' {store} already holds {held} results "
+            "(pass --resume to continue that sweep, or --overwrite to start over)"
+        )
+    if overwrite and not resume:
+        results.clear()
+    return results
+
+
 def _table(
     sweep: SweepSpec, seen: list[Candidate], rows: dict[str, dict[str, Any]]
 ) -> pd.DataFrame:
@@ -174,11 +187,14 @@ def _table(
         metrics = {k: (stored or {}).get(k) for k in METRIC_COLUMNS} if stored else empty
         if stored is None and cand.spec is not None:
             metrics = {**empty, "num_gpus": cand.spec.cluster.num_gpus}
+        dp = cand.spec.parallel.dp if cand.spec is not None else None
         records.append(
-            {**cand.point, **verdict, **metrics, "wall_time_s": (stored or {}).get("wall_time_s"),
-             "key": cand.key}
+            {"dp": dp, **cand.point, **verdict, **metrics,
+             "wall_time_s": (stored or {}).get("wall_time_s"), "key": cand.key}
         )  # fmt: skip
-    columns = [*sweep.swept_fields, "status", "error", *METRIC_COLUMNS, "wall_time_s", "key"]
+    derived = [] if "parallel.dp" in sweep.swept_fields else ["dp"]
+    columns = [*sweep.swept_fields, *derived, "status", "error", *METRIC_COLUMNS, "wall_time_s",
+               "key"]  # fmt: skip
     return pd.DataFrame.from_records(records, columns=columns)
 
 
