@@ -9,7 +9,8 @@ vocabulary, which simtrain does not model).
 Architectures (public model cards / NeMo configs): GPT-3 as NeMo trains it (learned positions,
 GELU, LayerNorm, biases, vocabulary 50,304 = GPT-2's padded to 128·k); Llama 2 7B/13B with
 multi-head attention, SwiGLU FFN 11,008 / 13,824, vocabulary 32,000; Llama 2 70B with GQA
-(8 KV heads) and FFN 28,672; Llama 3 as in ``workloads/``.
+(8 KV heads) and FFN 28,672; Llama 3 as in ``workloads/``. Llama models train without
+dropout; NeMo's GPT-3 configs keep it.
 
 Assumptions, the same for every row: FP8 linear layers with BF16 flash attention, sequence
 parallelism when tp > 1, ring context parallelism, the distributed optimizer (ZeRO-1) with
@@ -23,6 +24,7 @@ from simtrain.specs.loader import experiment_from_dict
 
 GPT3 = {"vocab_size": 50304, "tied_embeddings": True}
 LLAMA2 = {
+    "dropout": False,
     "vocab_size": 32000,
     "activation": "swiglu",
     "norm": "rmsnorm",
@@ -30,6 +32,7 @@ LLAMA2 = {
     "position_embedding": "rope",
 }
 LLAMA3 = {
+    "dropout": False,
     "vocab_size": 128256,
     "activation": "swiglu",
     "norm": "rmsnorm",

@@ -70,7 +70,8 @@ def layer_activation_bytes(
     d = model.head_size
     h_q, h_kv = model.num_heads * d, model.kv_heads * d
     # two norm inputs, the QKV and MLP GEMM inputs (16-bit), two dropout masks (bytes)
-    replicated = 4 * ACT_BYTES * sbh + 2 * MASK_BYTES * sbh
+    masks = 2 * MASK_BYTES * sbh if model.dropout else 0.0
+    replicated = 4 * ACT_BYTES * sbh + masks
     # Q, K, V and the output-projection input
     attention = ACT_BYTES * s * b * (2 * h_q + 2 * h_kv)
     mlp_tensors = 3 if model.activation == "swiglu" else 2  # of width f each
@@ -83,7 +84,9 @@ def layer_activation_bytes(
         mlp = ACT_BYTES * s * b * mlp_tensors * model.ffn_size
     sharded = attention + mlp
     if recompute != "selective" and not flash_attention:
-        sharded += 5 * model.num_heads * s * model.seq_length * b
+        # softmax output (2 bytes), and with dropout its mask (1) and output (2)
+        per_score = 5 if model.dropout else 2
+        sharded += per_score * model.num_heads * s * model.seq_length * b
     return replicated / (tp if outside_tp else 1) + sharded / tp
 
 

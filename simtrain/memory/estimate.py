@@ -92,7 +92,7 @@ def _activations(
     chunk = sum(per_layer) / len(stages)  # a (stage, microbatch) holds one chunk's layers
     items = {"activations.layers": count * chunk}
     sbh = m.seq_length / p.cp * b * m.hidden_size
-    if 0 in stages:
+    if 0 in stages and m.dropout:
         items["activations.embedding_dropout"] = (
             MASK_BYTES * sbh * peak_inflight(actions, {0}) / sp_div
         )

@@ -45,6 +45,9 @@ class ModelSpec(Spec):
     """Learned absolute position table (s x h parameters) or rotary embeddings (none)."""
     tied_embeddings: bool = False
     """Whether the LM head reuses the input embedding matrix."""
+    dropout: bool = True
+    """Whether training applies dropout (hidden and attention): GPT/Megatron yes, Llama no.
+    Dropout adds mask writes and stores 1-byte masks for the backward."""
 
     num_experts: int = Field(default=0, ge=0)
     """Routed experts per MoE layer; 0 for a dense model."""

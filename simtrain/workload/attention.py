@@ -54,6 +54,7 @@ def attention_core(
     head_dim: int,
     qkv_bytes: float,
     layer: int,
+    dropout: bool = True,
 ) -> tuple[tuple[Op, ...], tuple[Op, ...]]:
     """Forward and backward ops of the attention core of one layer on one rank.
 
@@ -65,6 +66,7 @@ def attention_core(
         head_dim: dimension of one head.
         qkv_bytes: bytes of the rank's Q, K and V tensors.
         layer: transformer layer index.
+        dropout: whether the (unfused) kernels apply dropout to the probabilities.
     """
     flops = 4.0 * batch_heads * s_q * s_kv * head_dim
     out_bytes = batch_heads * s_q * head_dim * ACT_BYTES
@@ -88,16 +90,21 @@ def attention_core(
         )  # type: ignore[arg-type]
         return (forward,), (backward,)
     scores = batch_heads * s_q * s_kv  # elements of the score / probability matrix
+    dropout_bytes = scores * (2 * ACT_BYTES + MASK_BYTES)
+    dropout_f = [_memory("attention_dropout", "fwd", dropout_bytes, layer)] if dropout else []
+    dropout_b = (
+        [_memory("attention_dropout_bwd", "bwd_input", dropout_bytes, layer)] if dropout else []
+    )
     forward_ops = (
         _bgemm("attention_scores", "fwd", s_q, s_kv, head_dim, batch_heads, layer),
         _memory("scale_mask_softmax", "fwd", 2 * scores * ACT_BYTES, layer),
-        _memory("attention_dropout", "fwd", scores * (2 * ACT_BYTES + MASK_BYTES), layer),
+        *dropout_f,
         _bgemm("attention_values", "fwd", s_q, head_dim, s_kv, batch_heads, layer),
     )
     backward_ops = (
         _bgemm("attention_values_dprobs", "bwd_input", s_q, s_kv, head_dim, batch_heads, layer),
         _bgemm("attention_values_dvalues", "bwd_input", s_kv, head_dim, s_q, batch_heads, layer),
-        _memory("attention_dropout_bwd", "bwd_input", scores * (2 * ACT_BYTES + MASK_BYTES), layer),
+        *dropout_b,
         _memory("scale_mask_softmax_bwd", "bwd_input", 3 * scores * ACT_BYTES, layer),
         _bgemm("attention_scores_dquery", "bwd_input", s_q, head_dim, s_kv, batch_heads, layer),
         _bgemm("attention_scores_dkey", "bwd_input", s_kv, head_dim, s_q, batch_heads, layer),
@@ -115,6 +122,7 @@ def context_parallel_attention(
     s_local: int,
     head_dim: int,
     layer: int,
+    dropout: bool = True,
 ) -> tuple[tuple[Op, ...], tuple[Op, ...]]:
     """Attention core of one layer on one rank under context parallelism of degree ``cp``.
 
@@ -138,7 +146,9 @@ def context_parallel_attention(
     qkv_local = b * s_local * (heads + 2 * kv_heads) * head_dim * ACT_BYTES
     seq = s_local * cp
     if cp == 1 or algorithm == "all_gather":
-        fwd, bwd = attention_core(kernel, b * heads, s_local, seq, head_dim, qkv_local, layer)
+        fwd, bwd = attention_core(
+            kernel, b * heads, s_local, seq, head_dim, qkv_local, layer, dropout
+        )
         if cp == 1:
             return fwd, bwd
         gather = _collective("cp_kv_all_gather", "all_gather", "fwd", kv_local * cp, layer)
@@ -147,7 +157,9 @@ def context_parallel_attention(
         )
         return (gather, *fwd), (*bwd, scatter)
     if algorithm == "ulysses":
-        fwd, bwd = attention_core(kernel, b * heads // cp, seq, seq, head_dim, qkv_local, layer)
+        fwd, bwd = attention_core(
+            kernel, b * heads // cp, seq, seq, head_dim, qkv_local, layer, dropout
+        )
         out_local = b * s_local * heads * head_dim * ACT_BYTES
         return (
             (
@@ -163,7 +175,7 @@ def context_parallel_attention(
         )
     # Ring: one block of attention per ring step, the next block's transfer in flight.
     block_fwd, block_bwd = attention_core(
-        kernel, b * heads, s_local, s_local, head_dim, qkv_local / cp, layer
+        kernel, b * heads, s_local, s_local, head_dim, qkv_local / cp, layer, dropout
     )
     return (
         _ring(block_fwd, cp, kv_local, "fwd", layer),

@@ -123,15 +123,15 @@ def layer_ops(model: ModelSpec, shard: Shard, layer: int) -> LayerOps:
     wb = DTYPE_BYTES[shard.dtype]
     act = tokens * h * ACT_BYTES  # one full activation tensor [b, s, h]
     norm_bytes = 2 * sp_tokens * h * ACT_BYTES
-    # bias + dropout + residual add: read two tensors, write one, write a 1-byte mask.
-    bda_bytes = sp_tokens * h * (3 * ACT_BYTES + 1)
+    # (bias +) dropout + residual add: read two tensors, write one (and a 1-byte mask).
+    bda_bytes = sp_tokens * h * (3 * ACT_BYTES + (1 if model.dropout else 0))
 
     # --- attention block ---
     a_in, a_out, a_out_grad, a_in_grad = _tp_region(shard, "attn", act, layer)
     qkv_f, qkv_d, qkv_w = linear("qkv", tokens, h, (heads + 2 * kv) * d, wb, layer)
     out_f, out_d, out_w = linear("attn_out", tokens, heads * d, h, wb, layer)
     core_f, core_b = context_parallel_attention(
-        shard.attention, shard.cp_algorithm, shard.cp, b, heads, kv, s, d, layer
+        shard.attention, shard.cp_algorithm, shard.cp, b, heads, kv, s, d, layer, model.dropout
     )
     rope: list[Op] = []
     if model.position_embedding == "rope":

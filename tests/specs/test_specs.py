@@ -35,7 +35,7 @@ def test_missing_required_field_is_named():
     del data["model"]["hidden_size"]
     from simtrain.specs.loader import experiment_from_dict
 
-    with pytest.raises(SpecError, match="'model.hidden_size' is required"):
+    with pytest.raises(SpecError, match=r"'model\.hidden_size' is required"):
         experiment_from_dict(data)
 
 
@@ -57,7 +57,7 @@ def test_batch_not_multiple_of_micro_times_dp():
 
 
 def test_interleaved_needs_microbatches_multiple_of_pp():
-    with pytest.raises(SpecError, match="multiple of parallel.pp=4"):
+    with pytest.raises(SpecError, match=r"multiple of parallel\.pp=4"):
         make_experiment(
             "parallel.pp=4",
             "parallel.vpp=2",
@@ -85,7 +85,7 @@ def test_overrides_parse_yaml_scalars():
 
 
 def test_malformed_override_is_an_error():
-    with pytest.raises(SpecError, match="section.field=value"):
+    with pytest.raises(SpecError, match=r"section\.field=value"):
         apply_overrides({}, ["parallel.tp"])
 
 
