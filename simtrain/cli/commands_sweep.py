@@ -261,6 +261,13 @@ def plan(
     executor: ExecutorOption = "local",
     address: AddressOption = None,
     workers: WorkersOption = None,
+    store: Annotated[
+        Path | None,
+        typer.Option("--store", help="SQLite store of the layouts (emptied unless --resume)."),
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Reuse the layouts the store already holds.")
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Find the cheapest cluster and layout that trains MODEL on TOKENS within the deadline.
@@ -286,10 +293,13 @@ def plan(
             executor=executor,
             num_workers=workers,
             address=address,
+            store=str(store) if store is not None else ":memory:",
+            resume=resume,
             progress=not as_json and console.is_terminal,
         )
     except KeyboardInterrupt:
-        raise fail("interrupted", 130) from None
+        hint = f" (rerun with --store {store} --resume to continue)" if store else ""
+        raise fail(f"interrupted{hint}", 130) from None
     if not result.options:
         raise fail("no layout fits in memory at any cluster size tried (see --max-gpus)", 1)
     chosen = result.cheapest or result.fastest
@@ -313,4 +323,5 @@ def plan(
                     markup=False,
                 )
     if result.cheapest is None:
-        raise fail(f"no plan meets the {deadline_days:g}-day deadline within the budget", 1)
+        within = " within the budget" if budget_usd is not None else ""
+        raise fail(f"no plan meets the {deadline_days:g}-day deadline{within}", 1)
