@@ -61,7 +61,8 @@ class RankTime:
         exposed_comm_s: compute-stream idle time with communication in flight.
         bubble_s: compute-stream idle time with no communication in flight.
         by_category_s: summed task durations per category (communication may overlap
-            compute, so these do not add up to the step time).
+            compute, so these do not add up to the step time). A collective counts for each
+            of its members; a point-to-point transfer for its sender.
     """
 
     rank: int
@@ -78,10 +79,20 @@ def rank_times(
     compute: dict[int, list[tuple[float, float]]] = defaultdict(list)
     comm: dict[int, list[tuple[float, float]]] = defaultdict(list)
     categories: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    simulated = set(program.simulated_ranks)
     for index, task in enumerate(program.tasks):
         interval = (float(start_s[index]), float(end_s[index]))
-        (compute if task.stream == "compute" else comm)[task.rank].append(interval)
-        categories[task.rank][task.category] += interval[1] - interval[0]
+        if task.stream == "compute":
+            compute[task.rank].append(interval)
+            categories[task.rank][task.category] += interval[1] - interval[0]
+            continue
+        # A communication task is in flight for every simulated member of its group (a
+        # collective shared by its members, or both ends of a point-to-point transfer).
+        members = [r for r in task.group if r in simulated] or [task.rank]
+        for rank in members:
+            comm[rank].append(interval)
+            if rank == task.rank or task.collective_key:
+                categories[rank][task.category] += interval[1] - interval[0]
     result = []
     for rank in program.simulated_ranks:
         busy = merge_intervals(compute[rank])

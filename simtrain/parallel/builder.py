@@ -59,6 +59,7 @@ class _RankBuilder:
     program: Program
     layout: RankLayout
     deps: dict[int, list[Dep]]
+    instances: dict[str, int]
     waiting: list[Dep] = field(default_factory=list)
     deferred: list[int] = field(default_factory=list)
     last_compute: int | None = None
@@ -66,8 +67,22 @@ class _RankBuilder:
     groups: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
     def add(self, task: Task, deps: Sequence[Dep]) -> int:
+        """Append ``task``; a collective that a simulated peer already created is shared.
+
+        Every simulated member of a collective adds its producers to the one task of that
+        collective instance (same ``collective_key``), so a collective is one engine event
+        however many of its members are simulated.
+        """
+        key = task.collective_key
+        if key:
+            shared = self.instances.get(key)
+            if shared is not None:
+                self.deps[shared].extend(deps)
+                return shared
         index = self.program.add(task)
         self.deps[index] = list(deps)
+        if key:
+            self.instances[key] = index
         return index
 
     def group(self, axis: str) -> tuple[int, ...]:
@@ -121,8 +136,8 @@ class _RankBuilder:
                 ),
                 self.waiting + [issued[w] for w in seg.waits_for],
             )
-            for op in seg.ops:
-                last_of_layer[op.layer] = index
+            for layer in seg.layers:
+                last_of_layer[layer] = index
             self.last_compute, self.waiting = index, []
         self.deferred += [issued[w] for w in plan.trailing]
         return last_of_layer
@@ -286,6 +301,7 @@ class _StepAssembler:
             weights={r: (1 if full else world // p.pp) for r in ranks},
         )
         self.deps: dict[int, list[Dep]] = {}
+        self.instances: dict[str, int] = {}  # collective key -> its one task
         self._segment_cache: dict[tuple[int, str, bool], SegmentPlan] = {}
         self.p2p: dict[str, int] = {}
         # Activations cross stages scattered over the TP group (Narayanan et al. §4.1).
@@ -313,7 +329,7 @@ class _StepAssembler:
             self._build_rank(rank)
         for index, task_deps in self.deps.items():
             self.program.tasks[index].deps = tuple(
-                self.p2p[d] if isinstance(d, str) else d for d in task_deps
+                dict.fromkeys(self.p2p[d] if isinstance(d, str) else d for d in task_deps)
             )
         return self.program
 
@@ -348,7 +364,7 @@ class _StepAssembler:
 
     def _build_rank(self, rank: int) -> None:
         p = self.p
-        rb = _RankBuilder(rank, self.program, self.layout, self.deps)
+        rb = _RankBuilder(rank, self.program, self.layout, self.deps, self.instances)
         actions = self.actions_by_stage[self.layout.coords(rank)["pp"]]
         split = split_backwards(actions)
         grads = _GradientReducer(rb, self.dp_axis, p.zero_stage, p.grad_bucket_size_bytes)

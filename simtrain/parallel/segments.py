@@ -30,12 +30,14 @@ class Segment:
         waits_for: positions (in the segment list) of communication segments this compute
             segment must wait for.
         layer: layer of the first op.
+        layers: the distinct layers of its ops, in order.
     """
 
     ops: tuple[Op, ...]
     is_comm: bool
     waits_for: tuple[int, ...]
     layer: int
+    layers: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -56,14 +58,15 @@ def segment_ops(ops: Sequence[Op], split_layers: bool) -> SegmentPlan:
     def flush() -> None:
         nonlocal buffer, waits
         if buffer:
-            segments.append(Segment(tuple(buffer), False, tuple(waits), buffer[0].layer))
+            layers = tuple(dict.fromkeys(op.layer for op in buffer))
+            segments.append(Segment(tuple(buffer), False, tuple(waits), buffer[0].layer, layers))
             buffer, waits = [], []
 
     for op in ops:
         if op.is_comm:
             flush()
             pending[len(segments)] = op.overlap_ops
-            segments.append(Segment((op,), True, (), op.layer))
+            segments.append(Segment((op,), True, (), op.layer, (op.layer,)))
             continue
         due = [position for position, window in pending.items() if window == 0]
         if due or (

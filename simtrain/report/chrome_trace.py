@@ -6,9 +6,10 @@ Layout of the trace (Trace Event Format, JSON object form):
   for W ranks)``;
 - one *thread* per stream of that rank (``compute`` first, then the communication streams),
   so every (rank, stream) pair is its own track;
-- one complete event (``ph: "X"``) per task: name = task label (``0F3``, ``0F3:attn_all_gather``),
-  category = time-breakdown category, ``ts``/``dur`` in microseconds, and the task's stage,
-  microbatch, group size and collective key in ``args``;
+- one complete event (``ph: "X"``) per task on each track it occupies: name = task label
+  (``0F3``, ``0F3:attn_all_gather``), category = time-breakdown category, ``ts``/``dur`` in
+  microseconds, and the task's stage, microbatch, group size and collective key in ``args``.
+  A collective is one task shared by its simulated members, drawn on each member's track;
 - *flow events* (``ph: "s"`` / ``"f"``) draw arrows: from a point-to-point send to each task of
   another rank that waits on it, and along the simulated members of a collective (in rank
   order). Under symmetry reduction a collective often has one simulated member; its whole
@@ -29,11 +30,21 @@ if TYPE_CHECKING:
 US_PER_S = 1e6
 
 
-def _stream_ids(result: SimulationResult) -> dict[tuple[int, str], int]:
+def _track_ranks(result: SimulationResult) -> list[list[int]]:
+    """Ranks whose tracks show each task: a collective on all its simulated members."""
+    simulated = set(result.program.simulated_ranks)
+    return [
+        [r for r in task.group if r in simulated] if task.collective_key else [task.rank]
+        for task in result.program.tasks
+    ]
+
+
+def _stream_ids(result: SimulationResult, ranks: list[list[int]]) -> dict[tuple[int, str], int]:
     """Thread id of each (rank, stream): compute is 0, other streams follow by name."""
     streams: dict[int, set[str]] = defaultdict(set)
-    for task in result.program.tasks:
-        streams[task.rank].add(task.stream)
+    for task, track_ranks in zip(result.program.tasks, ranks, strict=True):
+        for rank in track_ranks:
+            streams[rank].add(task.stream)
     ids = {}
     for rank, names in streams.items():
         ordered = sorted(names, key=lambda n: (n != "compute", n))
@@ -41,8 +52,10 @@ def _stream_ids(result: SimulationResult) -> dict[tuple[int, str], int]:
     return ids
 
 
-def _flow_pairs(result: SimulationResult) -> list[tuple[int, int, str]]:
-    """(source task, destination task, name) of every arrow in the trace."""
+def _flow_pairs(
+    result: SimulationResult, ranks: list[list[int]]
+) -> list[tuple[tuple[int, int], tuple[int, int], str]]:
+    """((task, rank), (task, rank), name) of every arrow in the trace."""
     tasks = result.program.tasks
     pairs = []
     for i, task in enumerate(tasks):
@@ -50,21 +63,19 @@ def _flow_pairs(result: SimulationResult) -> list[tuple[int, int, str]]:
             src = tasks[dep]
             is_p2p = src.stream != "compute" and not src.collective_key and len(src.group) == 2
             if src.rank != task.rank and is_p2p:
-                pairs.append((dep, i, "p2p"))
-    members: dict[str, list[int]] = defaultdict(list)
-    for i, task in enumerate(tasks):
-        if task.collective_key:
-            members[task.collective_key].append(i)
-    for indices in members.values():
-        ordered = sorted(indices, key=lambda k: tasks[k].rank)
-        pairs += [(a, b, "collective") for a, b in itertools.pairwise(ordered)]
+                pairs.append(((dep, src.rank), (i, task.rank), "p2p"))
+    for i, track_ranks in enumerate(ranks):
+        if tasks[i].collective_key:
+            ordered = sorted(track_ranks)
+            pairs += [((i, a), (i, b), "collective") for a, b in itertools.pairwise(ordered)]
     return pairs
 
 
 def chrome_trace(result: SimulationResult) -> dict[str, Any]:
     """The step as a trace-event JSON object (see the module docstring for the layout)."""
     program = result.program
-    tids = _stream_ids(result)
+    ranks = _track_ranks(result)
+    tids = _stream_ids(result, ranks)
     events: list[dict[str, Any]] = []
     layout = RankLayout.from_spec(result.spec.parallel)
     for rank in program.simulated_ranks:
@@ -90,34 +101,35 @@ def chrome_trace(result: SimulationResult) -> dict[str, Any]:
     start_us = result.start_s * US_PER_S
     dur_us = (result.end_s - result.start_s) * US_PER_S
     for i, task in enumerate(program.tasks):
-        events.append(
-            {
-                "ph": "X",
-                "name": task.label,
-                "cat": task.category,
-                "pid": task.rank,
-                "tid": tids[(task.rank, task.stream)],
-                "ts": float(start_us[i]),
-                "dur": float(dur_us[i]),
-                "args": {
-                    "stage": task.stage,
-                    "microbatch": task.microbatch,
-                    "group_size": len(task.group),
-                    "collective_key": task.collective_key,
-                    "num_ops": len(task.ops),
-                },
-            }
-        )
-    for flow_id, (src, dst, name) in enumerate(_flow_pairs(result)):
-        for phase, index in (("s", src), ("f", dst)):
+        for rank in ranks[i]:
+            events.append(
+                {
+                    "ph": "X",
+                    "name": task.label,
+                    "cat": task.category,
+                    "pid": rank,
+                    "tid": tids[(rank, task.stream)],
+                    "ts": float(start_us[i]),
+                    "dur": float(dur_us[i]),
+                    "args": {
+                        "stage": task.stage,
+                        "microbatch": task.microbatch,
+                        "group_size": len(task.group),
+                        "collective_key": task.collective_key,
+                        "num_ops": len(task.ops),
+                    },
+                }
+            )
+    for flow_id, (src, dst, name) in enumerate(_flow_pairs(result, ranks)):
+        for phase, (index, rank) in (("s", src), ("f", dst)):
             task = program.tasks[index]
             event = {
                 "ph": phase,
                 "id": flow_id,
                 "name": name,
                 "cat": name,
-                "pid": task.rank,
-                "tid": tids[(task.rank, task.stream)],
+                "pid": rank,
+                "tid": tids[(rank, task.stream)],
                 # the middle of the slice, so the arrow binds to it (``bp: e`` = enclosing)
                 "ts": float(start_us[index] + dur_us[index] / 2),
             }
