@@ -40,3 +40,12 @@ def write_sweep(folder: Path, **changes) -> Path:
     path = folder / "tiny-sweep.yaml"
     path.write_text(yaml.safe_dump(tiny_sweep(**changes), sort_keys=False))
     return path
+
+
+def die_on_two(x: int) -> dict:
+    """A task whose worker process dies on payload 2 (as if killed or out of host memory)."""
+    import os
+
+    if x == 2:
+        os._exit(1)
+    return {"status": "ok", "error": "", "x": x}
