@@ -1,8 +1,9 @@
 """The SimPy core: replay a :class:`~simtrain.parallel.program.Program` and time every task.
 
 One SimPy process runs per (rank, stream). It takes its tasks in program order and, for each,
-waits for the task's dependencies, then (for a collective) for every simulated member of the
-collective to arrive, then holds for the task's duration. All run state lives in one
+waits for the task's dependencies (counted down as tasks finish, so a stream only sleeps when
+it must), then (for a collective split into one task per member, as in replayed traces) for
+every member to arrive, then holds for the task's duration. All run state lives in one
 ``simpy.Environment`` and the local variables of :func:`execute`, so any number of
 simulations can run in one process (sweeps, notebooks).
 """
@@ -51,36 +52,36 @@ def execute(program: Program, durations_s: Sequence[float]) -> EngineResult:
     start = [math.nan] * num_tasks
     end = [math.nan] * num_tasks
 
-    needed = {d for task in tasks for d in task.deps}
-    done: dict[int, simpy.Event] = {i: env.event() for i in needed}
+    # Dependencies are counted down as tasks finish; a stream only yields (and only then
+    # creates an event) when its next task still waits for something.
+    pending = [0] * num_tasks
+    dependents: list[list[int]] = [[] for _ in range(num_tasks)]
     arrivals: dict[str, int] = defaultdict(int)
     streams: dict[tuple[int, str], list[int]] = defaultdict(list)
     for index, task in enumerate(tasks):
         streams[(task.rank, task.stream)].append(index)
         if task.collective_key:
             arrivals[task.collective_key] += 1
-    gates: dict[str, simpy.Event] = {key: env.event() for key in arrivals}
-    # Per-task plain data for the hot loop: dependency events, gate key, duration, done event.
-    plan = [
-        (
-            index,
-            [done[d] for d in task.deps],
-            task.collective_key,
-            durations_s[index],
-            done.get(index),
-        )
-        for index, task in enumerate(tasks)
+        for dep in set(task.deps):
+            pending[index] += 1
+            dependents[dep].append(index)
+    # Only collectives with several tasks (one per simulated member) need a rendezvous.
+    keys = [
+        task.collective_key if arrivals.get(task.collective_key, 0) > 1 else "" for task in tasks
     ]
+    gates: dict[str, simpy.Event] = {key: env.event() for key in set(keys) if key}
+    wake: dict[int, simpy.Event] = {}
     waits = 0
 
     def stream_process(indices: list[int]):
         nonlocal waits
         timeout = env.timeout
-        for index, dep_events, key, duration, finished in map(plan.__getitem__, indices):
-            for event in dep_events:
-                if not event.triggered:
-                    waits += 1
-                    yield event
+        for index in indices:
+            if pending[index]:
+                event = wake[index] = env.event()
+                waits += 1
+                yield event
+            key = keys[index]
             if key:
                 arrivals[key] -= 1
                 gate = gates[key]
@@ -90,11 +91,16 @@ def execute(program: Program, durations_s: Sequence[float]) -> EngineResult:
                     waits += 1
                     yield gate
             start[index] = env.now
+            duration = durations_s[index]
             if duration > 0:
                 yield timeout(duration)
             end[index] = env.now
-            if finished is not None:
-                finished.succeed()
+            for waiter in dependents[index]:
+                pending[waiter] -= 1
+                if not pending[waiter]:
+                    event = wake.pop(waiter, None)
+                    if event is not None:
+                        event.succeed()
 
     for indices in streams.values():
         env.process(stream_process(indices))
