@@ -98,6 +98,12 @@ class _RankBuilder:
         seq = self.comm_seq[op.axis]
         self.comm_seq[op.axis] += 1
         producer = [self.last_compute] if self.last_compute is not None else []
+        key = f"{op.axis}|{group[0]}|{seq}" if len(group) > 1 else ""
+        shared = self.instances.get(key) if key else None
+        if shared is not None:  # a simulated peer created this collective already
+            self.deps[shared] += producer + self.waiting
+            self.waiting = []
+            return shared
         index = self.add(
             Task(
                 rank=self.rank,
@@ -106,7 +112,7 @@ class _RankBuilder:
                 category=f"{op.axis}_comm",
                 ops=(op,),
                 group=group,
-                collective_key=f"{op.axis}|{group[0]}|{seq}" if len(group) > 1 else "",
+                collective_key=key,
                 microbatch=microbatch,
             ),
             producer + self.waiting,
