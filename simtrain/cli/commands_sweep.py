@@ -197,8 +197,9 @@ def sweep(
         typer.echo(json.dumps(rows, indent=1))
         err_console.print(counts_line(result), markup=False)
         return
-    console.print(counts_line(result), markup=False)
-    wide(console).print(top_table(result, top or spec.top_k))
+    out_console = wide(console)
+    out_console.print(counts_line(result), markup=False, highlight=False)
+    out_console.print(top_table(result, top or spec.top_k))
     written = [str(p) for p in (out, plot) if p is not None]
     if written:
         console.print(f"wrote {', '.join(written)}", markup=False)
