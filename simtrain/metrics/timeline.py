@@ -37,20 +37,6 @@ def merge_intervals(intervals: Iterable[tuple[float, float]]) -> list[tuple[floa
     return merged
 
 
-def overlap_s(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
-    """Total length of the intersection of two sorted disjoint interval lists."""
-    total, i, j = 0.0, 0, 0
-    while i < len(a) and j < len(b):
-        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
-        if hi > lo:
-            total += hi - lo
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return total
-
-
 @dataclass
 class RankTime:
     """Where one rank's step time went.
@@ -72,39 +58,78 @@ class RankTime:
     by_category_s: dict[str, float] = field(default_factory=dict)
 
 
+def union_intervals(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Union of intervals ``[starts[i], ends[i])`` as sorted disjoint arrays (vectorised).
+
+    Examples:
+        >>> union_intervals(np.array([3.0, 0.0, 0.5]), np.array([4.0, 1.0, 2.0]))
+        (array([0., 3.]), array([2., 4.]))
+    """
+    if starts.size == 0:
+        return starts, ends
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], ends[order]
+    reach = np.maximum.accumulate(e)
+    first = np.empty(s.size, dtype=bool)
+    first[0] = True
+    first[1:] = s[1:] > reach[:-1]
+    heads = np.flatnonzero(first)
+    return s[heads], np.maximum.reduceat(e, heads)
+
+
+def covered_up_to(t: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Length of the union of sorted disjoint intervals that lies before each time ``t``."""
+    if starts.size == 0:
+        return np.zeros_like(t)
+    before = np.concatenate(([0.0], np.cumsum(ends - starts)))
+    k = np.searchsorted(starts, t, side="right") - 1  # last interval starting at or before t
+    safe = np.maximum(k, 0)
+    partial = np.clip(t - starts[safe], 0.0, ends[safe] - starts[safe])
+    return np.where(k >= 0, before[safe] + partial, 0.0)
+
+
 def rank_times(
     program: Program, start_s: np.ndarray, end_s: np.ndarray, step_time_s: float
 ) -> list[RankTime]:
-    """Account the step time of every simulated rank."""
-    compute: dict[int, list[tuple[float, float]]] = defaultdict(list)
-    comm: dict[int, list[tuple[float, float]]] = defaultdict(list)
-    categories: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    """Account the step time of every simulated rank.
+
+    Compute tasks of a rank never overlap (one compute stream), so its busy time is their
+    sum; exposed communication is the part of the union of its communication intervals that
+    no compute covers.
+    """
+    tasks = program.tasks
     simulated = set(program.simulated_ranks)
-    for index, task in enumerate(program.tasks):
-        interval = (float(start_s[index]), float(end_s[index]))
+    categories: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    comm_rows: list[int] = []  # task index of each (rank, communication interval) pair
+    comm_ranks: list[int] = []
+    compute_rows: list[int] = []
+    duration = end_s - start_s
+    for index, task in enumerate(tasks):
         if task.stream == "compute":
-            compute[task.rank].append(interval)
-            categories[task.rank][task.category] += interval[1] - interval[0]
+            compute_rows.append(index)
+            categories[task.rank][task.category] += duration[index]
             continue
         # A communication task is in flight for every simulated member of its group (a
         # collective shared by its members, or both ends of a point-to-point transfer).
         members = [r for r in task.group if r in simulated] or [task.rank]
         for rank in members:
-            comm[rank].append(interval)
+            comm_rows.append(index)
+            comm_ranks.append(rank)
             if rank == task.rank or task.collective_key:
-                categories[rank][task.category] += interval[1] - interval[0]
+                categories[rank][task.category] += duration[index]
+    compute_idx = np.asarray(compute_rows, dtype=np.int64)
+    compute_rank = np.fromiter((tasks[i].rank for i in compute_rows), np.int64, len(compute_rows))
+    comm_idx = np.asarray(comm_rows, dtype=np.int64)
+    comm_rank = np.asarray(comm_ranks, dtype=np.int64)
     result = []
     for rank in program.simulated_ranks:
-        busy = merge_intervals(compute[rank])
-        busy_s = sum(e - s for s, e in busy)
-        idle, cursor = [], 0.0
-        for s, e in busy:
-            if s > cursor:
-                idle.append((cursor, s))
-            cursor = e
-        if cursor < step_time_s:
-            idle.append((cursor, step_time_s))
-        exposed = overlap_s(idle, merge_intervals(comm[rank]))
+        mine = compute_idx[compute_rank == rank]
+        busy_s = float(duration[mine].sum())
+        comm = comm_idx[comm_rank == rank]
+        us, ue = union_intervals(start_s[comm], end_s[comm])
+        in_flight = float((ue - us).sum())
+        overlapped = covered_up_to(end_s[mine], us, ue) - covered_up_to(start_s[mine], us, ue)
+        exposed = max(0.0, in_flight - float(overlapped.sum()))
         idle_s = step_time_s - busy_s
         result.append(
             RankTime(rank, busy_s, exposed, max(0.0, idle_s - exposed), dict(categories[rank]))

@@ -1,9 +1,10 @@
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simtrain.api import simulate
-from simtrain.metrics.timeline import merge_intervals, overlap_s
+from simtrain.metrics.timeline import covered_up_to, merge_intervals, union_intervals
 from tests.conftest import GPT_TINY, LLAMA_TINY, make_experiment
 
 configs = st.fixed_dictionaries(
@@ -65,4 +66,8 @@ def test_more_microbatches_shrink_the_bubble():
 def test_interval_helpers():
     merged = merge_intervals([(0, 2), (1, 3), (5, 6)])
     assert merged == [(0, 3), (5, 6)]
-    assert overlap_s(merged, [(2, 5.5)]) == pytest.approx(1.5)
+    starts, ends = union_intervals(np.array([5.0, 0.0, 1.0]), np.array([6.0, 2.0, 3.0]))
+    assert list(zip(starts, ends, strict=True)) == merged
+    # covered length before t: [0,3) and [5,6) give 0, 2, 3, 3, 3.5, 4
+    t = np.array([0.0, 2.0, 3.0, 4.0, 5.5, 9.0])
+    assert list(covered_up_to(t, starts, ends)) == [0.0, 2.0, 3.0, 3.0, 3.5, 4.0]
