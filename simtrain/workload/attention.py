@@ -15,35 +15,18 @@ They differ in what the hardware does:
 from __future__ import annotations
 
 from simtrain.workload.ops import Op
-from simtrain.workload.primitives import ACT_BYTES, collective
+from simtrain.workload.primitives import ACT_BYTES, collective, gemm, memory_op
 
 MASK_BYTES = 1
 
 
 def _bgemm(name: str, phase: str, m: int, n: int, k: int, batch: int, layer: int) -> Op:
-    """A batched activation-by-activation GEMM (no weights involved)."""
-    return Op(
-        name=name,
-        kind="gemm",
-        phase=phase,  # type: ignore[arg-type]
-        flops=2.0 * m * n * k * batch,
-        bytes_accessed=float(batch * ACT_BYTES * (m * k + k * n + m * n)),
-        m=m,
-        n=n,
-        k=k,
-        batch=batch,
-        layer=layer,
-    )
+    """A batched activation-by-activation GEMM (both operands are 16-bit activations)."""
+    return gemm(name, phase, m, n, k, ACT_BYTES, layer, batch)
 
 
 def _memory(name: str, phase: str, size_bytes: float, layer: int) -> Op:
-    return Op(
-        name=name,
-        kind="elementwise",
-        phase=phase,  # type: ignore[arg-type]
-        bytes_accessed=float(size_bytes),
-        layer=layer,
-    )
+    return memory_op(name, "elementwise", phase, size_bytes, layer)
 
 
 def attention_core(
