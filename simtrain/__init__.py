@@ -23,6 +23,11 @@ from simtrain.specs import (
     TrainingSpec,
 )
 from simtrain.specs.reliability import ReliabilitySpec
+from simtrain.specs.sweep import SweepSpec
+
+# The functions shadow the subpackage ``simtrain.sweep`` as an attribute of ``simtrain``;
+# import submodules by their full path (``from simtrain.sweep.run import run_sweep``).
+from simtrain.sweep import plan, sweep
 
 __all__ = [
     "ClusterSpec",
@@ -32,9 +37,12 @@ __all__ = [
     "ParallelSpec",
     "ReliabilitySpec",
     "SimulationSpec",
+    "SweepSpec",
     "TopologySpec",
     "TrainingSpec",
     "load_experiment",
+    "plan",
     "simtrain_version",
     "simulate",
+    "sweep",
 ]

@@ -18,11 +18,14 @@ def test_public_api_is_pinned():
             "ParallelSpec",
             "ReliabilitySpec",
             "SimulationSpec",
+            "SweepSpec",
             "TopologySpec",
             "TrainingSpec",
             "load_experiment",
+            "plan",
             "simtrain_version",
             "simulate",
+            "sweep",
         ]
     )
     for name in simtrain.__all__:

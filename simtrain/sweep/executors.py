@@ -86,38 +86,50 @@ class LocalExecutor:
         )
 
     def map_unordered(self, task: Task, items: Iterable[Item]) -> Iterator[tuple[str, Any]]:
-        """Run ``task`` over ``items`` in worker processes, yielding results as they finish."""
+        """Run ``task`` over ``items`` in worker processes, yielding results as they finish.
+
+        A dying worker breaks the whole pool, failing every configuration in flight, and
+        which of them killed it is unknown. Those configurations are then rerun one at a
+        time: an innocent one finishes, and one whose worker dies twice on its own is
+        recorded as an error while the rest of the sweep goes on.
+        """
         source = iter(items)
-        retry: deque[Item] = deque()
+        isolated: deque[Item] = deque()
         attempts: Counter[str] = Counter()
-        pending: dict[Future[Any], Item] = {}
+        pending: dict[Future[Any], tuple[Item, bool]] = {}  # future -> (item, ran alone)
         self._pool = self._new_pool()
         try:
             while True:
-                while len(pending) < 2 * self.num_workers:
-                    item = retry.popleft() if retry else next(source, None)
-                    if item is None:
-                        break
-                    pending[self._pool.submit(task, item[1])] = item
+                if isolated:
+                    if not pending:
+                        item = isolated.popleft()
+                        pending[self._pool.submit(task, item[1])] = (item, True)
+                else:
+                    while len(pending) < 2 * self.num_workers:
+                        item = next(source, None)
+                        if item is None:
+                            break
+                        pending[self._pool.submit(task, item[1])] = (item, False)
                 if not pending:
                     return
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 broken = False
                 for future in done:
-                    key, payload = pending.pop(future)
+                    (key, payload), alone = pending.pop(future)
                     try:
                         result = future.result()
                     except BrokenProcessPool:
                         broken = True
-                        attempts[key] += 1
+                        if alone:
+                            attempts[key] += 1
                         if attempts[key] < 2:
-                            retry.append((key, payload))
+                            isolated.append((key, payload))
                             continue
                         result = died_row()
                     yield key, result
                 if broken:
                     self._pool.shutdown(wait=False, cancel_futures=True)
-                    retry.extend(pending.values())  # their futures fail with the pool
+                    isolated.extend(item for item, _ in pending.values())  # failed with it
                     pending.clear()
                     self._pool = self._new_pool()
         finally:
