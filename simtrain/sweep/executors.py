@@ -9,8 +9,8 @@ The local executor uses a ``spawn`` multiprocessing *context* created here, neve
 start method. Workers ignore SIGINT, so a Ctrl-C reaches only the driver, which stops them;
 they exit by themselves if the driver is killed.
 A worker that dies (killed, out of host memory) breaks the pool: it is rebuilt and the
-configurations in flight are retried once; a configuration in flight at two breaks is
-recorded as an error.
+configurations that were in flight rerun one at a time; one whose worker dies twice while it
+runs alone is recorded as an error.
 """
 
 from __future__ import annotations
