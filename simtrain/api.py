@@ -102,6 +102,7 @@ def simulate(spec: ExperimentSpec, full: bool | None = None) -> SimulationResult
         start_s=engine.start_s,
         end_s=engine.end_s,
         num_events=engine.num_events,
+        replay_wall_s=engine.replay_wall_s,
         wall_time_s=time.perf_counter() - began,
         version=simtrain_version(),
     )

@@ -1,6 +1,6 @@
 """Scale benchmark: wall time, engine events and peak memory of one simulated step.
 
-Usage: python experiments/bench/scale.py [--json] [--cases a,b,c,d] [--repeat N]
+Usage: python experiments/bench/scale.py [--json] [--cases a,b,c,d] [--growth]
 
 Cases (issue 5):
   a  Llama 3 405B on 16,384 H100 (TP8 PP16 DP128, interleaved with 4 virtual stages,
@@ -11,7 +11,8 @@ Cases (issue 5):
 plus a bare SimPy loop of timeouts: the machine's reference event rate.
 
 Each case runs in a fresh process (so peak RSS is its own); the table reports wall time
-(build + replay + metrics), engine events, events per second and peak RSS.
+(build + timing + replay + metrics), the SimPy events of the replay and their rate (events
+over the replay's own wall time, comparable with the bare SimPy loop), and peak RSS.
 """
 
 from __future__ import annotations
@@ -117,7 +118,8 @@ def _run_case(case: str, queue) -> None:
             "case": spec.name,
             "wall_s": wall,
             "events": result.num_events,
-            "events_per_s": result.num_events / wall,
+            "events_per_s": result.num_events / result.replay_wall_s,
+            "replay_wall_s": result.replay_wall_s,
             "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
             "tasks": len(result.program.tasks),
             "simulated_ranks": len(result.ranks),
@@ -147,6 +149,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print a JSON list of rows")
     parser.add_argument("--cases", default="a,b,c,d", help="comma-separated case letters")
+    parser.add_argument(
+        "--growth", action="store_true", help="also print how wall time grows with dp and pp"
+    )
     args = parser.parse_args()
     context = multiprocessing.get_context("spawn")
     bare = bare_simpy_rate()
@@ -163,16 +168,68 @@ def main() -> None:
         print(json.dumps(rows, indent=2))
         return
     print(
-        f"{'case':<28} {'wall s':>8} {'tasks':>9} {'events':>9} {'events/s':>10} "
-        f"{'% bare':>7} {'RSS MiB':>8} {'step s':>8}"
+        f"{'case':<28} {'wall s':>8} {'replay s':>9} {'tasks':>9} {'events':>9} "
+        f"{'events/s':>10} {'% bare':>7} {'RSS MiB':>8} {'step s':>8}"
     )
     for r in rows:
         print(
-            f"{r['case']:<28} {r['wall_s']:>8.2f} {r['tasks']:>9,} {r['events']:>9,} "
-            f"{r['events_per_s']:>10,.0f} {r['events_per_s'] / bare:>7.1%} "
+            f"{r['case']:<28} {r['wall_s']:>8.2f} {r['replay_wall_s']:>9.2f} {r['tasks']:>9,} "
+            f"{r['events']:>9,} {r['events_per_s']:>10,.0f} {r['events_per_s'] / bare:>7.1%} "
             f"{r['peak_rss_bytes'] / 2**20:>8.0f} {r['step_time_s']:>8.3f}"
         )
     print(f"bare SimPy timeout loop: {bare:,.0f} events/s")
+    if args.growth:
+        growth_tables()
+
+
+def _growth_spec(dp: int, pp: int, layers: int, microbatches: int):
+    from simtrain.specs.loader import experiment_from_dict
+
+    return experiment_from_dict(
+        {
+            "name": f"growth-dp{dp}-pp{pp}",
+            "model": {
+                "num_layers": layers,
+                "hidden_size": 4096,
+                "num_heads": 32,
+                "vocab_size": 51200,
+                "seq_length": 2048,
+                "tied_embeddings": True,
+            },
+            "parallel": {
+                "tp": 8,
+                "pp": pp,
+                "micro_batch_size": 1,
+                "global_batch_size": microbatches * dp,
+            },
+            "cluster": {"accelerator": "H100-SXM", "num_gpus": 8 * pp * dp, "gpus_per_node": 8},
+        }
+    )
+
+
+def growth_tables() -> None:
+    """Reduced-mode wall time as dp grows (flat) and as pp x layers x microbatches grows."""
+    from simtrain.api import simulate
+
+    print("\nwall time as dp grows (tp 8, pp 4, 16 layers, 8 microbatches per DP group)")
+    print(f"{'dp':>6} {'GPUs':>7} {'wall s':>8} {'tasks':>8}")
+    for dp in (8, 32, 128, 512, 1024):
+        began = time.perf_counter()
+        result = simulate(_growth_spec(dp, 4, 16, 8))
+        print(
+            f"{dp:>6} {8 * 4 * dp:>7} {time.perf_counter() - began:>8.2f} "
+            f"{len(result.program.tasks):>8,}"
+        )
+    print("\nwall time as pp x layers x microbatches grows (tp 8, dp 8; 4 layers per stage)")
+    print(f"{'pp':>4} {'layers':>7} {'microbatches':>13} {'product':>9} {'wall s':>8} {'tasks':>8}")
+    for pp in (2, 4, 8, 16):
+        began = time.perf_counter()
+        result = simulate(_growth_spec(8, pp, 4 * pp, 2 * pp))
+        product = pp * 4 * pp * 2 * pp
+        print(
+            f"{pp:>4} {4 * pp:>7} {2 * pp:>13} {product:>9,} "
+            f"{time.perf_counter() - began:>8.2f} {len(result.program.tasks):>8,}"
+        )
 
 
 if __name__ == "__main__":

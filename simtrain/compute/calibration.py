@@ -66,8 +66,9 @@ A100 = ComputeCalibration(
 # memory-bound efficiency and the fused-attention efficiencies; the host and GEMM-shape terms
 # stay at the A100 values (the NeMo rows, all large models, do not constrain them). RMS log
 # error 0.053 (the fit converged in the second round). The fused-attention values, ≈30 % of
-# the BF16 peak, are in line with FlashAttention-2 on H100. Applied to every dtype on H100-class parts (also BF16, which no reference run
-# isolates); the Llama 3 405B row in experiments/validation/llama3 is the blind test.
+# the BF16 peak, are in line with FlashAttention-2 on H100. Applied to every dtype on
+# H100-class parts (also BF16, which no reference run isolates); the Llama 3 405B row in
+# experiments/validation/llama3 is the blind test.
 H100 = ComputeCalibration(
     gemm_efficiency=0.55,
     gemm_k_half=A100.gemm_k_half,

@@ -11,6 +11,7 @@ simulations can run in one process (sweeps, notebooks).
 from __future__ import annotations
 
 import math
+import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,13 +31,16 @@ class EngineResult:
         start_s: start time of each task, indexed like ``Program.tasks``.
         end_s: end time of each task.
         step_time_s: time at which the last task ended.
-        num_events: SimPy events processed (timeouts, dependency and rendezvous events).
+        num_events: SimPy events processed: timeouts, wake-ups of streams that waited for a
+            dependency, rendezvous gates, and the start and end of every stream process.
+        replay_wall_s: host seconds spent in the SimPy run itself.
     """
 
     start_s: np.ndarray
     end_s: np.ndarray
     step_time_s: float
     num_events: int
+    replay_wall_s: float = 0.0
 
 
 def execute(program: Program, durations_s: Sequence[float]) -> EngineResult:
@@ -71,15 +75,15 @@ def execute(program: Program, durations_s: Sequence[float]) -> EngineResult:
     ]
     gates: dict[str, simpy.Event] = {key: env.event() for key in set(keys) if key}
     wake: dict[int, simpy.Event] = {}
-    waits = 0
+    wakes = 0
 
     def stream_process(indices: list[int]):
-        nonlocal waits
+        nonlocal wakes
         timeout = env.timeout
         for index in indices:
             if pending[index]:
                 event = wake[index] = env.event()
-                waits += 1
+                wakes += 1
                 yield event
             key = keys[index]
             if key:
@@ -88,7 +92,6 @@ def execute(program: Program, durations_s: Sequence[float]) -> EngineResult:
                 if arrivals[key] == 0:
                     gate.succeed()
                 else:
-                    waits += 1
                     yield gate
             start[index] = env.now
             duration = durations_s[index]
@@ -104,9 +107,12 @@ def execute(program: Program, durations_s: Sequence[float]) -> EngineResult:
 
     for indices in streams.values():
         env.process(stream_process(indices))
+    began = time.perf_counter()
     env.run()
+    replay_wall_s = time.perf_counter() - began
     start_s, end_s = np.array(start), np.array(end)
     timeouts = sum(1 for d in durations_s if d > 0)
+    num_events = timeouts + wakes + len(gates) + 2 * len(streams)
 
     unfinished = np.flatnonzero(np.isnan(end_s))
     if unfinished.size:
@@ -117,4 +123,4 @@ def execute(program: Program, durations_s: Sequence[float]) -> EngineResult:
             f"{unfinished.size} of {num_tasks} tasks never ran; first waiting: {stuck}"
         )
     step = float(end_s.max()) if num_tasks else 0.0
-    return EngineResult(start_s, end_s, step, timeouts + waits)
+    return EngineResult(start_s, end_s, step, num_events, replay_wall_s)
