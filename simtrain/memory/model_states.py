@@ -150,12 +150,15 @@ def rank_params(spec: ExperimentSpec, rank: int) -> RankParams:
 def rank_model_states(spec: ExperimentSpec, rank: int) -> ModelStateBytes:
     """Model-state bytes of pipeline rank ``rank``.
 
-    Dense parameters are sharded by ZeRO over dp·cp, routed experts over edp = dp·cp/ep.
+    Dense parameters are sharded by ZeRO over dp·cp (or the hybrid shard group), routed
+    experts over edp = dp·cp/ep (or the shard group if smaller).
     """
     p = spec.parallel
     params = rank_params(spec, rank)
     dp_cp = (p.dp or 1) * p.cp
+    # Hybrid sharding shards only over the shard group (and experts over at most that).
+    shard = p.zero_shard_group_size or dp_cp
     optimizer = spec.training.optimizer
-    return model_state_bytes(params.dense, p.zero_stage, dp_cp, optimizer) + model_state_bytes(
-        params.experts, p.zero_stage, dp_cp // p.ep, optimizer
+    return model_state_bytes(params.dense, p.zero_stage, shard, optimizer) + model_state_bytes(
+        params.experts, p.zero_stage, min(shard, dp_cp // p.ep), optimizer
     )

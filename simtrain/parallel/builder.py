@@ -41,7 +41,18 @@ from simtrain.workload.transformer import (
 )
 
 GRAD_BYTES = {"fp32": 4, "bf16": 2}
+SHARD_AXIS = "dp_shard"  # pseudo-axis of a rank's ZeRO shard group (see _RankBuilder.group)
 Dep = int | str  # a task index, or the key of a point-to-point transfer resolved at the end
+
+
+def comm_category(axis: str) -> str:
+    """Time-breakdown category of a collective on ``axis``: its leading mesh axis.
+
+    Examples:
+        >>> comm_category("dp-cp"), comm_category("dp_shard"), comm_category("tp")
+        ('dp_comm', 'dp_comm', 'tp_comm')
+    """
+    return f"{axis.split('-')[0].split('_')[0]}_comm"
 
 
 def weight_elements(ops: Sequence[Op]) -> int:
@@ -60,6 +71,8 @@ class _RankBuilder:
     layout: RankLayout
     deps: dict[int, list[Dep]]
     instances: dict[str, int]
+    dp_axis: str
+    shard_size: int | None
     waiting: list[Dep] = field(default_factory=list)
     deferred: list[int] = field(default_factory=list)
     last_compute: int | None = None
@@ -86,10 +99,18 @@ class _RankBuilder:
         return index
 
     def group(self, axis: str) -> tuple[int, ...]:
-        """The rank's process group along ``axis`` (cached: looked up once per axis)."""
+        """The rank's process group along ``axis`` (cached: looked up once per axis).
+
+        ``dp_shard`` is the rank's ZeRO shard group: a contiguous slice of the
+        data-parallel group (all of it unless hybrid sharding sets a smaller size).
+        """
         group = self.groups.get(axis)
         if group is None:
-            group = self.groups[axis] = tuple(self.layout.group_of(self.rank, axis))
+            if axis == SHARD_AXIS:
+                group = shard_groups(self.group(self.dp_axis), self.rank, self.shard_size)[0]
+            else:
+                group = tuple(self.layout.group_of(self.rank, axis))
+            self.groups[axis] = group
         return group
 
     def comm(self, op: Op, label: str, microbatch: int) -> int:
@@ -109,7 +130,7 @@ class _RankBuilder:
                 rank=self.rank,
                 stream=f"{op.axis}_comm",
                 label=f"{label}:{op.name}",
-                category=f"{op.axis}_comm",
+                category=comm_category(op.axis),
                 ops=(op,),
                 group=group,
                 collective_key=key,
@@ -215,10 +236,9 @@ def _chunk_ops(
     if spec.parallel.zero_stage == 3 and (spec.parallel.dp or 1) * spec.parallel.cp > 1:
         per_layer_elements = _layer_weight_elements(backward)
         per_layer_elements[-1] += embedding
-        axis = "dp-cp" if spec.parallel.cp > 1 else "dp"
-        forward = _with_param_gathers(forward, per_layer_elements, axis)
-        backward = _with_param_gathers(backward, per_layer_elements, axis)
-        backward_input = _with_param_gathers(backward_input, per_layer_elements, axis)
+        forward = _with_param_gathers(forward, per_layer_elements, SHARD_AXIS)
+        backward = _with_param_gathers(backward, per_layer_elements, SHARD_AXIS)
+        backward_input = _with_param_gathers(backward_input, per_layer_elements, SHARD_AXIS)
     return _ChunkOps(
         forward=tuple(forward),
         backward=tuple(backward),
@@ -370,10 +390,18 @@ class _StepAssembler:
 
     def _build_rank(self, rank: int) -> None:
         p = self.p
-        rb = _RankBuilder(rank, self.program, self.layout, self.deps, self.instances)
+        rb = _RankBuilder(
+            rank,
+            self.program,
+            self.layout,
+            self.deps,
+            self.instances,
+            self.dp_axis,
+            p.zero_shard_group_size,
+        )
         actions = self.actions_by_stage[self.layout.coords(rank)["pp"]]
         split = split_backwards(actions)
-        grads = _GradientReducer(rb, self.dp_axis, p.zero_stage, p.grad_bucket_size_bytes)
+        grads = _GradientReducer(rb, p.zero_stage, p.grad_bucket_size_bytes)
         local_elements = 0
         # A stage's gradients are complete after the last action on this rank that computes
         # its weight gradients (a W, or a B that is not split); DualPipe holds two stages.
@@ -411,7 +439,7 @@ class _StepAssembler:
                 for layer, task in last_of_layer.items():
                     grads.add(per_layer.get(layer, 0) * self.grad_bytes, task, overlap=hooks)
         grads.flush(rb.last_compute)
-        shard_factor = len(grads.group) if p.zero_stage >= 1 else 1
+        shard_factor = len(grads.shard) if p.zero_stage >= 1 else 1
         rb.waiting += grads.tasks
         optimizer = optimizer_op(local_elements / shard_factor, self.spec.training.optimizer)
         rb.emit(segment_ops((optimizer,), False), "optimizer", -1, -1)
@@ -421,18 +449,25 @@ class _StepAssembler:
 
 @dataclass
 class _GradientReducer:
-    """Buckets one rank's gradients and issues their data-parallel reductions."""
+    """Buckets one rank's gradients and issues their data-parallel reductions.
+
+    ZeRO 0 all-reduces each bucket over the data-parallel group. ZeRO >= 1 reduce-scatters
+    it over the shard group and, under hybrid sharding, all-reduces the shard across the
+    shard groups; updated parameters are all-gathered over the shard group.
+    """
 
     rb: _RankBuilder
-    axis: str
     zero_stage: int
     bucket_size_bytes: float
     pending_bytes: float = 0.0
     tasks: list[int] = field(default_factory=list)
     group: tuple[int, ...] = ()
+    shard: tuple[int, ...] = ()
+    replica: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
-        self.group = tuple(self.rb.layout.group_of(self.rb.rank, self.axis))
+        self.group = self.rb.group(self.rb.dp_axis)
+        self.shard, self.replica = shard_groups(self.group, self.rb.rank, self.rb.shard_size)
 
     def add(self, size_bytes: float, after: int, overlap: bool) -> None:
         """Gradients of ``size_bytes`` are ready once task ``after`` ends."""
@@ -445,21 +480,40 @@ class _GradientReducer:
         size, self.pending_bytes = self.pending_bytes, 0.0
         if size <= 0 or len(self.group) == 1:
             return
-        kind = "all_reduce" if self.zero_stage == 0 else "reduce_scatter"
-        self.tasks.append(self._collective(f"grad_{kind}", kind, size, after))
+        if self.zero_stage == 0:
+            self.tasks.append(self._collective("grad_all_reduce", "all_reduce", size, after))
+            return
+        last = after
+        if len(self.shard) > 1:
+            last = self._collective("grad_reduce_scatter", "reduce_scatter", size, after)
+        if len(self.replica) > 1:
+            shard_bytes = size / len(self.shard)
+            last = self._collective(
+                "grad_all_reduce_across_shards", "all_reduce", shard_bytes, last, self.replica
+            )
+        if last is not None:
+            self.tasks.append(last)
 
     def all_gather_params(self, size_bytes: float, after: int | None) -> None:
         """ZeRO >= 1: gather the updated 16-bit parameters after the optimizer step."""
-        if len(self.group) > 1:
+        if len(self.shard) > 1:
             self._collective("param_all_gather", "all_gather", size_bytes, after)
 
-    def _collective(self, name: str, kind: str, size: float, after: int | None) -> int:
+    def _collective(
+        self,
+        name: str,
+        kind: str,
+        size: float,
+        after: int | None,
+        group: tuple[int, ...] | None = None,
+    ) -> int:
+        group = group if group is not None else (self.group if kind == "all_reduce" else self.shard)
         op = Op(
             name=name,
             kind="collective",
             phase="bwd_weight",
             comm=kind,
-            axis=self.axis,
+            axis=self.rb.dp_axis,
             comm_bytes=size,
         )
         seq = len(self.tasks)
@@ -470,11 +524,31 @@ class _GradientReducer:
                 f"dp:{name}",
                 "dp_comm",
                 (op,),
-                group=self.group,
-                collective_key=f"dp|{self.group[0]}|{seq}|{name}",
+                group=group,
+                collective_key=f"dp|{group[0]}|{seq}|{name}",
             ),
             [after] if after is not None else [],
         )
+
+
+def shard_groups(
+    group: tuple[int, ...], rank: int, shard_size: int | None
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The rank's ZeRO shard group and its replica group.
+
+    The shard group is a contiguous slice of ``group``; the replica group holds the ranks
+    with the same shard in the other slices.
+
+    Examples:
+        >>> shard_groups((0, 8, 16, 24), 16, 2)
+        ((16, 24), (0, 16))
+        >>> shard_groups((0, 8, 16, 24), 16, None)
+        ((0, 8, 16, 24), (16,))
+    """
+    size = shard_size or len(group)
+    position = group.index(rank)
+    start = position // size * size
+    return group[start : start + size], group[position % size :: size]
 
 
 def build_program(spec: ExperimentSpec, full: bool | None = None) -> Program:

@@ -121,6 +121,21 @@ class ExperimentSpec(Spec):
                     f"parallel.pipeline_schedule=dualpipe needs an even parallel.pp (got {p.pp}) "
                     f"and an even number of microbatches of at least 2*pp={2 * p.pp} (got {m})"
                 )
+        if p.zero_shard_group_size is not None and p.dp is not None:
+            check(
+                must_divide(
+                    "parallel.zero_shard_group_size",
+                    p.zero_shard_group_size,
+                    "parallel.dp*cp",
+                    p.dp * p.cp,
+                )
+            )
+            if p.zero_stage == 0:
+                warnings.warn(
+                    "parallel.zero_shard_group_size has no effect with parallel.zero_stage=0",
+                    UserWarning,
+                    stacklevel=2,
+                )
         if p.cp > 1:
             check(must_divide("parallel.cp*2", 2 * p.cp, "model.seq_length", m.seq_length))
             if p.cp_algorithm == "ulysses":

@@ -57,6 +57,10 @@ class ParallelSpec(Spec):
     zero_stage: Literal[0, 1, 2, 3] = 0
     """ZeRO stage of the data-parallel group: 0 replicated (DDP), 1 optimizer states sharded,
     2 plus gradients, 3 plus parameters (= FSDP full shard)."""
+    zero_shard_group_size: int | None = Field(default=None, gt=0)
+    """Ranks one ZeRO/FSDP shard group spans; omit to shard over the whole data-parallel
+    group (full shard). A smaller divisor of dp * cp gives hybrid sharding: states sharded
+    inside each group (e.g. one node), gradients all-reduced across the groups."""
     micro_batch_size: int = Field(default=1, gt=0)
     """Sequences per microbatch on one data-parallel rank."""
     global_batch_size: int = Field(gt=0)

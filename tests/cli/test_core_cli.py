@@ -95,6 +95,38 @@ BAD_INPUTS = [
         ["--set", "training.dtype=fp8", "--set", "cluster.accelerator=A100-80GB"],
         "'training.dtype' must be supported by A100-80GB",
     ),
+    # parallelism (issue 4): each message names the fields
+    (
+        [
+            "--set",
+            "parallel.pp=4",
+            "--set",
+            "parallel.vpp=2",
+            "--set",
+            "parallel.pipeline_schedule=interleaved",
+            "--set",
+            "parallel.global_batch_size=12",
+        ],
+        "must be a multiple of parallel.pp=4 for the interleaved schedule",
+    ),
+    (["--set", "parallel.cp=3"], "parallel.cp*2=6 must divide model.seq_length=8192"),
+    (["--set", "parallel.ep=2"], "parallel.ep=2 needs an MoE model"),
+    (
+        [
+            "--set",
+            "parallel.pp=2",
+            "--set",
+            "parallel.pipeline_schedule=dualpipe",
+            "--set",
+            "parallel.global_batch_size=8",
+        ],
+        "parallel.pipeline_schedule=dualpipe needs an even parallel.pp",
+    ),
+    (["--set", "parallel.dp=3"], "must equal cluster.num_gpus=16"),
+    (
+        ["--set", "parallel.zero_shard_group_size=3"],
+        "parallel.zero_shard_group_size=3 must divide parallel.dp*cp=8",
+    ),
 ]
 
 

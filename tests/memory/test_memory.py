@@ -208,3 +208,11 @@ def test_flash_attention_stores_no_score_matrix():
     flash = layer_activation_bytes(GPT22B, 1, tp=8, sp=True, flash_attention=True)
     s, a = GPT22B.seq_length, GPT22B.num_heads
     assert unfused - flash == pytest.approx(5 * a * s * s / 8)
+
+
+def test_hybrid_shard_group_sets_the_zero_sharding_factor():
+    full = estimate_memory(experiment(zero_stage=3, dp=64), 80e9)
+    hybrid = estimate_memory(experiment(zero_stage=3, dp=64, zero_shard_group_size=8), 80e9)
+    assert hybrid.breakdown_bytes["optimizer"] == pytest.approx(
+        8 * full.breakdown_bytes["optimizer"]
+    )

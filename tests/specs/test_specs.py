@@ -145,3 +145,10 @@ def test_valid_degrees_round_trip_through_json(tp, pp, micro):
     assert spec.parallel.dp * tp * pp == 16
     again = type(spec).model_validate(spec.model_dump(mode="json"))
     assert again == spec
+
+
+def test_ep_must_divide_experts_and_dp():
+    moe = {"num_experts": 6, "moe_top_k": 2}
+    with pytest.raises(SpecError) as err:
+        make_experiment("parallel.ep=4", *(f"model.{k}={v}" for k, v in moe.items()))
+    assert "parallel.ep=4 must divide model.num_experts=6 (valid: 1, 2, 3, 6)" in str(err.value)

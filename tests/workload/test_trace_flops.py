@@ -93,3 +93,12 @@ def test_context_parallel_collectives(algorithm, comm):
     if algorithm == "ring":  # cp - 1 transfers per layer, forward and backward
         per_microbatch = 2 * (4 - 1) * spec.model.num_layers
         assert len(cp_ops) == per_microbatch * spec.parallel.num_microbatches
+
+
+def test_hybrid_shard_reduces_inside_groups_then_across():
+    spec = make_experiment("parallel.zero_stage=2", "parallel.zero_shard_group_size=8")
+    program = build_program(spec)
+    comms = {op.name: t.group for t in program.tasks for op in t.ops if op.axis == "dp"}
+    assert len(comms["grad_reduce_scatter"]) == 8  # inside a node's shard group
+    assert len(comms["grad_all_reduce_across_shards"]) == 2  # one rank per shard group
+    assert len(comms["param_all_gather"]) == 8
