@@ -11,6 +11,7 @@ from simtrain.cli import (
     commands_core,  # noqa: F401  (registers run, validate, trace, list)
     commands_network,  # noqa: F401
     commands_reliability,  # noqa: F401
+    commands_replay,  # noqa: F401
     commands_schedule,  # noqa: F401
     commands_sweep,  # noqa: F401
 )

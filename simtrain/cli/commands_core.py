@@ -116,11 +116,14 @@ def validate(
 @app.command()
 def trace(
     experiment: Annotated[Path, typer.Argument(help="Experiment YAML file.")],
-    out: Annotated[Path, typer.Option("--out", help="Trace JSON file to write.")],
+    out: Annotated[Path, typer.Option("--out", help="Trace JSON file (directory for chakra).")],
     overrides: SetOption = None,
     full: Annotated[bool, typer.Option("--full", help="Include every rank.")] = False,
+    fmt: Annotated[
+        str, typer.Option("--format", help="simtrain (one JSON file) or chakra (.et per rank).")
+    ] = "simtrain",
 ) -> None:
-    """Write the operator-level program of EXPERIMENT (every simulated rank) as a JSON trace."""
+    """Write the operator-level program of EXPERIMENT (every simulated rank) as a trace."""
     from simtrain.api import check_hardware, load_experiment
     from simtrain.parallel.builder import build_program
     from simtrain.parallel.trace import program_to_dict
@@ -128,6 +131,14 @@ def trace(
     spec = load_experiment(experiment, overrides or [])
     check_hardware(spec)
     program = build_program(spec, full=full or None)
+    if fmt not in ("simtrain", "chakra"):
+        raise fail(f"'--format' must be simtrain or chakra (got {fmt!r})")
+    if fmt == "chakra":
+        from simtrain.traceio.chakra_export import write_chakra
+
+        files = write_chakra(program, out, spec.cluster.accelerator)
+        console.print(f"wrote {out}/: {len(files)} Chakra rank files, {len(program.tasks)} tasks")
+        return
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(program_to_dict(program, spec.model_dump(mode="json"))))
     ops = sum(len(t.ops) for t in program.tasks)

@@ -1,0 +1,378 @@
+"""Chakra execution traces (MLCommons): read per-rank ``.et`` files and their JSON form.
+
+A Chakra trace is one file per rank, ``<name>.<rank>.et``: a ``GlobalMetadata`` message then
+``Node`` messages, each prefixed by its length as a varint (the encoding of mlc-chakra's
+``protolib``). ``chakra_jsonizer`` writes the same messages as concatenated JSON objects
+(``<name>.<rank>.json``); a JSON list of them is accepted too. The schema comes from the
+``mlc-chakra`` package (``pip install 'simtrain[chakra]'``), imported only here.
+
+Node types map to :class:`~simtrain.traceio.model.TraceNode` kinds: ``COMP_NODE`` and the
+memory nodes are compute, ``COMM_COLL_NODE`` a collective, ``COMM_SEND_NODE`` /
+``COMM_RECV_NODE`` a transfer; a ``METADATA_NODE`` takes no time. Attributes read
+(Chakra's names): ``num_ops`` (FLOPs), ``tensor_size`` (bytes), ``comm_type``, ``comm_size``
+(bytes), ``comm_src``, ``comm_dst``, ``comm_tag``, ``pg_name``, ``is_cpu_op``. Traces
+written by :mod:`simtrain.traceio.chakra_export` also carry ``stream``, ``category``,
+``stage``, ``microbatch``, ``collective_key``, ``pg_ranks`` and one list attribute per
+:class:`~simtrain.workload.ops.Op` field (``op.flops``, ``op.m``, ...), so they replay with
+the same ops and the same step time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from simtrain.errors import TraceFormatError
+from simtrain.traceio.limits import (
+    MAX_DEPS_PER_NODE,
+    MAX_NODES_PER_RANK,
+    MAX_RANK,
+    check_count,
+    check_file_size,
+)
+from simtrain.traceio.model import NodeKind, RankTrace, TraceNode
+from simtrain.workload.ops import Op
+
+RANK_FILE = re.compile(r"^(?P<prefix>.*?)\.?(?P<rank>\d+)\.(?P<ext>et|json)$")
+"""Rank file names: ``<prefix>.<rank>.et`` (or ``.json``); ``<rank>.et`` alone also works."""
+
+# Chakra CollectiveCommType -> simtrain collective kind. GATHER and SCATTER have no simtrain
+# algorithm; they move the same bytes per rank as an all-gather and a broadcast of one shard.
+COMM_TYPES: dict[int, str] = {
+    0: "all_reduce",
+    1: "reduce",
+    2: "all_gather",
+    3: "all_gather",
+    4: "broadcast",
+    5: "broadcast",
+    6: "all_to_all",
+    7: "reduce_scatter",
+    8: "reduce_scatter",
+    9: "all_reduce",
+}
+_KINDS: dict[int, NodeKind] = {1: "compute", 2: "compute", 3: "compute", 4: "compute"}
+_KINDS |= {5: "send", 6: "recv", 7: "collective"}
+OP_FIELDS = tuple(f.name for f in dataclasses.fields(Op))
+
+
+def schema() -> Any:
+    """The mlc-chakra protobuf module (``et_def_pb2``).
+
+    Raises:
+        TraceFormatError: mlc-chakra is not installed.
+    """
+    try:
+        from chakra.schema.protobuf import et_def_pb2
+    except ImportError:
+        raise TraceFormatError(
+            "reading Chakra traces needs mlc-chakra: pip install 'simtrain[chakra]'"
+        ) from None
+    return et_def_pb2
+
+
+def rank_files(directory: Path) -> dict[int, Path]:
+    """The rank files of a trace directory, by rank.
+
+    Raises:
+        TraceFormatError: no rank files, or two files for one rank.
+    """
+    found: dict[int, Path] = {}
+    for path in sorted(directory.iterdir()):
+        match = RANK_FILE.match(path.name)
+        if not match or not path.is_file():
+            continue
+        rank = int(match["rank"])
+        if rank in found:
+            raise TraceFormatError(f"{path.name}: a second file for rank {rank}")
+        found[rank] = path
+    if not found:
+        raise TraceFormatError(f"{directory}: no rank files named <name>.<rank>.et or .json")
+    return found
+
+
+def _varint(data: bytes, pos: int, where: str) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if pos >= len(data):
+            raise TraceFormatError(f"{where}: file is truncated inside a length prefix")
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise TraceFormatError(f"{where}: corrupt length prefix (not a Chakra .et file?)")
+
+
+def _messages(data: bytes, name: str) -> Iterator[tuple[bytes, str]]:
+    """Length-prefixed messages of an ``.et`` file, with a locator for errors."""
+    pos = count = 0
+    previous = "the metadata"
+    while pos < len(data):
+        where = f"{name}: message {count} (after {previous})"
+        size, pos = _varint(data, pos, where)
+        if pos + size > len(data):
+            raise TraceFormatError(
+                f"{where}: file is truncated ({size} bytes announced, {len(data) - pos} left)"
+            )
+        yield data[pos : pos + size], where
+        pos += size
+        count += 1
+        previous = f"message {count - 1}"
+
+
+def _read_et(path: Path, pb: Any) -> tuple[Any, list[Any]]:
+    raw = path.read_bytes()
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError) as exc:
+            raise TraceFormatError(f"{path.name}: corrupt gzip data ({exc})") from None
+    meta, nodes = pb.GlobalMetadata(), []
+    for index, (message, where) in enumerate(_messages(raw, path.name)):
+        target = meta if index == 0 else pb.Node()
+        try:
+            target.ParseFromString(message)
+        except Exception as exc:  # protobuf's DecodeError is not exported stably
+            raise TraceFormatError(f"{where}: not a Chakra message ({exc})") from None
+        if index:
+            nodes.append(target)
+            check_count(path.name, "the number of nodes", len(nodes), MAX_NODES_PER_RANK)
+    return meta, nodes
+
+
+def _json_objects(text: str, name: str) -> list[Any]:
+    try:
+        whole = json.loads(text)
+    except json.JSONDecodeError:
+        whole = None
+    if isinstance(whole, list):
+        return whole
+    if isinstance(whole, dict):
+        return [whole]
+    decoder, objects, pos = json.JSONDecoder(), [], 0
+    while True:
+        while pos < len(text) and text[pos].isspace():
+            pos += 1
+        if pos == len(text):
+            return objects
+        try:
+            obj, pos = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError as exc:
+            raise TraceFormatError(
+                f"{name}: invalid JSON after object {len(objects)} ({exc.msg} at char {exc.pos})"
+            ) from None
+        objects.append(obj)
+        check_count(name, "the number of nodes", len(objects), MAX_NODES_PER_RANK)
+
+
+def _read_json(path: Path, pb: Any) -> tuple[Any, list[Any]]:
+    from google.protobuf import json_format
+
+    objects = _json_objects(path.read_text(errors="replace"), path.name)
+    check_count(path.name, "the number of nodes", len(objects), MAX_NODES_PER_RANK)
+    meta, nodes = pb.GlobalMetadata(), []
+    for index, obj in enumerate(objects):
+        is_meta = index == 0 and isinstance(obj, dict) and "version" in obj and "id" not in obj
+        where = f"{path.name}: object {index}"
+        if isinstance(obj, dict) and "id" in obj:
+            where = f"{path.name}: node {obj['id']!r}"
+        try:
+            if is_meta:
+                json_format.ParseDict(obj, meta)
+            else:
+                nodes.append(json_format.ParseDict(obj, pb.Node()))
+        except Exception as exc:  # json_format.ParseError, and TypeError for non-objects
+            message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise TraceFormatError(f"{where}: not a Chakra node ({message})") from None
+    return meta, nodes
+
+
+def _attrs(message: Any) -> dict[str, Any]:
+    values = {}
+    for attr in message.attr:
+        which = attr.WhichOneof("value")
+        if which is None:
+            continue
+        value = getattr(attr, which)
+        values[attr.name] = list(value.values) if which.endswith("_list") else value
+    return values
+
+
+class _Node:
+    """Typed access to one node's attributes, with errors that locate the node."""
+
+    def __init__(self, where: str, message: Any) -> None:
+        self.where = where
+        self.attrs = _attrs(message)
+
+    def int(self, name: str, default: int | None = None) -> int:
+        value = self.attrs.get(name, default)
+        if value is None:
+            raise TraceFormatError(f"{self.where}: attribute '{name}' is missing")
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TraceFormatError(
+                f"{self.where}: attribute '{name}' must be an integer (got {value!r})"
+            )
+        return value
+
+    def str(self, name: str, default: str = "") -> str:
+        value = self.attrs.get(name, default)
+        if not isinstance(value, str):
+            raise TraceFormatError(f"{self.where}: attribute '{name}' must be a string")
+        return value
+
+    def rank(self, name: str) -> int:
+        value = self.int(name)
+        if not 0 <= value <= MAX_RANK:
+            raise TraceFormatError(
+                f"{self.where}: attribute '{name}' must be a rank in 0..{MAX_RANK} (got {value})"
+            )
+        return value
+
+    def ops(self) -> tuple[Op, ...]:
+        """The simtrain ops stored as one list attribute per Op field, if any."""
+        if "op.kind" not in self.attrs:
+            return ()
+        columns = {}
+        for name in OP_FIELDS:
+            column = self.attrs.get(f"op.{name}")
+            if not isinstance(column, list) or len(column) != len(self.attrs["op.kind"]):
+                raise TraceFormatError(
+                    f"{self.where}: attribute 'op.{name}' must be a list as long as 'op.kind'"
+                )
+            columns[name] = column
+        try:
+            return tuple(
+                Op(**{name: columns[name][i] for name in OP_FIELDS})
+                for i in range(len(columns["kind"]))
+            )
+        except TypeError as exc:
+            raise TraceFormatError(f"{self.where}: bad op attributes ({exc})") from None
+
+
+def _convert(file: str, rank: int, node: Any) -> TraceNode:
+    view = _Node(f"{file}: node {node.id} ({node.name or 'unnamed'})", node)
+    kind = _KINDS.get(node.type)
+    if kind is None:
+        raise TraceFormatError(
+            f"{view.where}: unknown node type {node.type} (valid: 1-7, METADATA_NODE to "
+            "COMM_COLL_NODE)"
+        )
+    deps = tuple(dict.fromkeys([*node.ctrl_deps, *node.data_deps]))
+    check_count(view.where, "the number of dependencies", len(deps), MAX_DEPS_PER_NODE)
+    ops = view.ops()
+    measured = node.duration_micros * 1e-6 if node.duration_micros and not ops else None
+    common: dict[str, Any] = {
+        "node_id": node.id,
+        "name": node.name,
+        "deps": deps,
+        "stage": view.int("stage", -1),
+        "microbatch": view.int("microbatch", -1),
+        "collective_key": view.str("collective_key"),
+    }
+    if node.type == 1:  # metadata: no work
+        return TraceNode(kind="compute", duration_s=0.0, **common)
+    if kind == "compute":
+        if not ops and measured is None:
+            ops = (
+                Op(
+                    node.name or "op",
+                    "elementwise",
+                    flops=float(view.int("num_ops", 0)),
+                    bytes_accessed=float(view.int("tensor_size", 0)),
+                ),
+            )
+        return TraceNode(
+            kind="compute",
+            stream=view.str("stream", "compute"),
+            category=view.str("category", "compute"),
+            duration_s=measured,
+            ops=ops,
+            **common,
+        )
+    if kind == "collective":
+        comm_type = view.int("comm_type")
+        if comm_type not in COMM_TYPES:
+            raise TraceFormatError(
+                f"{view.where}: attribute 'comm_type' must be 0-9 (got {comm_type})"
+            )
+        size_bytes = view.int("comm_size", 0)
+        if size_bytes < 0:
+            raise TraceFormatError(f"{view.where}: 'comm_size' must be >= 0 (got {size_bytes})")
+        if not ops:
+            op = Op(node.name or "collective", "collective", comm=COMM_TYPES[comm_type])
+            ops = (dataclasses.replace(op, comm_bytes=float(size_bytes)),)
+        group = tuple(view.attrs.get("pg_ranks", []))
+        if any(not isinstance(r, int) or not 0 <= r <= MAX_RANK for r in group):
+            raise TraceFormatError(f"{view.where}: attribute 'pg_ranks' must list ranks")
+        return TraceNode(
+            kind="collective",
+            stream=view.str("stream", "comm"),
+            category=view.str("category", "comm"),
+            ops=ops,
+            group=group,
+            **common,
+        )
+    src, dst = view.rank("comm_src"), view.rank("comm_dst")
+    if rank not in (src, dst):
+        raise TraceFormatError(
+            f"{view.where}: a transfer of rank {rank} must have it as comm_src or comm_dst "
+            f"(got {src} -> {dst})"
+        )
+    size_bytes = view.int("comm_size", view.int("tensor_size", 0))
+    if not ops:
+        ops = (Op(node.name or kind, "p2p", comm="send_recv", comm_bytes=float(size_bytes)),)
+    peer = dst if kind == "send" else src
+    return TraceNode(
+        kind=kind,
+        stream=view.str("stream", f"{kind}:{peer}"),
+        category=view.str("category", "pp_comm"),
+        ops=ops,
+        group=(src, dst),
+        peer=peer,
+        tag=view.int("comm_tag", 0),
+        **common,
+    )
+
+
+def read_rank_file(path: Path, rank: int) -> RankTrace:
+    """Read one Chakra rank file (``.et``, possibly gzipped, or its JSON form).
+
+    Raises:
+        TraceFormatError: the file is too large, truncated, not Chakra, or a node is invalid.
+    """
+    pb = schema()
+    check_file_size(path)
+    meta, nodes = _read_json(path, pb) if path.suffix == ".json" else _read_et(path, pb)
+    info = _Node(f"{path.name}: metadata", meta)
+    trace = RankTrace(
+        path=path.name,
+        rank=rank,
+        world_size=info.int("world_size", 0),
+        weight=info.int("weight", 1),
+        accelerator=info.str("accelerator"),
+    )
+    if trace.weight < 1 or trace.world_size < 0:
+        raise TraceFormatError(f"{path.name}: metadata 'weight' and 'world_size' must be >= 1")
+    trace.nodes = [_convert(path.name, rank, node) for node in nodes]
+    return trace
+
+
+def read_chakra(directory: Path) -> list[RankTrace]:
+    """Read every rank file of a Chakra trace directory, ordered by rank.
+
+    Raises:
+        TraceFormatError: see :func:`read_rank_file`.
+    """
+    from simtrain.traceio.limits import MAX_RANK_FILES
+
+    files = rank_files(directory)
+    check_count(str(directory), "the number of rank files", len(files), MAX_RANK_FILES)
+    return [read_rank_file(path, rank) for rank, path in sorted(files.items())]

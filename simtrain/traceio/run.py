@@ -1,0 +1,102 @@
+"""Replay a trace directory on a cluster: read, assemble, optionally retarget, simulate, report."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from simtrain.catalog import get_accelerator
+from simtrain.compute.roofline import RooflineComputeModel
+from simtrain.engine import run_program
+from simtrain.errors import SpecError
+from simtrain.network.base import NetworkModel
+from simtrain.specs.hardware import AcceleratorSpec
+from simtrain.traceio.readers import read_traces
+from simtrain.traceio.replay import build_program, retarget
+from simtrain.traceio.summary import replay_summary
+
+
+@dataclass(frozen=True)
+class ReplayTarget:
+    """The simulated cluster a trace is replayed on.
+
+    Attributes:
+        name: report name (the experiment's, or the topology's).
+        accelerator: the cluster's accelerator.
+        dtype: training dtype, for the compute model and MFU.
+        num_gpus: devices in the cluster; the trace's world size must fit.
+        network: the cluster's network model.
+        tokens_per_step: tokens per step if an experiment says so, else None.
+    """
+
+    name: str
+    accelerator: AcceleratorSpec
+    dtype: str
+    num_gpus: int
+    network: NetworkModel
+    tokens_per_step: int | None = None
+
+
+def replay_directory(
+    directory: Path,
+    target: ReplayTarget,
+    retime: bool = False,
+    source_accelerator: str | None = None,
+) -> dict[str, Any]:
+    """Replay every rank file of ``directory`` on ``target`` and return the report.
+
+    Args:
+        directory: per-rank Chakra or Kineto traces.
+        target: the cluster to replay on.
+        retime: re-time measured compute for ``target.accelerator`` (``--retarget``).
+        source_accelerator: the accelerator the trace was recorded on; defaults to the one
+            the trace names.
+
+    Raises:
+        TraceFormatError: a malformed trace.
+        SpecError: the trace needs more ranks than the cluster has, or ``retime`` without a
+            known source accelerator.
+    """
+    fmt, traces = read_traces(directory)
+    program = build_program(traces)
+    if program.world_size > target.num_gpus:
+        raise SpecError(
+            f"'cluster.num_gpus' must be at least the trace's world size "
+            f"{program.world_size} (got {target.num_gpus})"
+        )
+    recorded = source_accelerator or next((t.accelerator for t in traces if t.accelerator), "")
+    info: dict[str, Any] = {
+        "trace_dir": str(directory),
+        "format": fmt,
+        "num_rank_files": len(traces),
+        "accelerator": target.accelerator.name,
+        "source_accelerator": recorded or None,
+        "measured_durations_kept": not retime,
+    }
+    if retime:
+        if not recorded:
+            raise SpecError(
+                "'--source-accelerator' must name the accelerator the trace was recorded on "
+                "(the trace does not say)"
+            )
+        source = get_accelerator(recorded)
+        peak = source.peak_flops.get(target.dtype, max(source.peak_flops.values()))
+        note = retarget(program, peak, target.accelerator.peak_flops[target.dtype])
+        info["retarget"] = {
+            "num_reestimated": note.num_reestimated,
+            "num_scaled": note.num_scaled,
+            "scale": note.scale,
+            "scaled_names": list(note.scaled_names),
+        }
+    compute = RooflineComputeModel(target.accelerator, target.dtype)
+    engine = run_program(program, compute, target.network)
+    return replay_summary(
+        target.name,
+        program,
+        engine,
+        target.accelerator,
+        target.dtype,
+        info,
+        target.tokens_per_step,
+    )
