@@ -87,6 +87,8 @@ def rank_files(directory: Path) -> dict[int, Path]:
         if not match or not path.is_file():
             continue
         rank = int(match["rank"])
+        if rank > MAX_RANK:
+            raise TraceFormatError(f"{path.name}: rank must be at most {MAX_RANK} (got {rank})")
         if rank in found:
             raise TraceFormatError(f"{path.name}: a second file for rank {rank}")
         found[rank] = path
@@ -110,21 +112,19 @@ def _varint(data: bytes, pos: int, where: str) -> tuple[int, int]:
             raise TraceFormatError(f"{where}: corrupt length prefix (not a Chakra .et file?)")
 
 
-def _messages(data: bytes, name: str) -> Iterator[tuple[bytes, str]]:
-    """Length-prefixed messages of an ``.et`` file, with a locator for errors."""
+def _messages(data: bytes, name: str) -> Iterator[tuple[bytes, int]]:
+    """Length-prefixed messages of an ``.et`` file with their byte offsets."""
     pos = count = 0
-    previous = "the metadata"
     while pos < len(data):
-        where = f"{name}: message {count} (after {previous})"
-        size, pos = _varint(data, pos, where)
-        if pos + size > len(data):
+        where = f"{name}: message {count} at byte {pos}"
+        size, body = _varint(data, pos, where)
+        if body + size > len(data):
             raise TraceFormatError(
-                f"{where}: file is truncated ({size} bytes announced, {len(data) - pos} left)"
+                f"{where}: file is truncated ({size} bytes announced, {len(data) - body} left)"
             )
-        yield data[pos : pos + size], where
-        pos += size
+        yield data[body : body + size], pos
+        pos = body + size
         count += 1
-        previous = f"message {count - 1}"
 
 
 def _read_et(path: Path, pb: Any) -> tuple[Any, list[Any]]:
@@ -135,16 +135,27 @@ def _read_et(path: Path, pb: Any) -> tuple[Any, list[Any]]:
         except (OSError, EOFError) as exc:
             raise TraceFormatError(f"{path.name}: corrupt gzip data ({exc})") from None
     meta, nodes = pb.GlobalMetadata(), []
-    for index, (message, where) in enumerate(_messages(raw, path.name)):
-        target = meta if index == 0 else pb.Node()
+    messages = _messages(raw, path.name)
+    while True:
+        after = f"node {nodes[-1].id}" if nodes else "the metadata"
+        try:
+            message, offset = next(messages)
+        except StopIteration:
+            return meta, nodes
+        except TraceFormatError as exc:
+            raise TraceFormatError(f"{exc} (after {after})") from None
+        target = pb.Node() if offset else meta
         try:
             target.ParseFromString(message)
         except Exception as exc:  # protobuf's DecodeError is not exported stably
-            raise TraceFormatError(f"{where}: not a Chakra message ({exc})") from None
-        if index:
+            raise TraceFormatError(
+                f"{path.name}: message at byte {offset}"
+                f"{f' (after {after})' if offset else ''} is not a Chakra "
+                f"{type(target).__name__} ({exc})"
+            ) from None
+        if offset:
             nodes.append(target)
             check_count(path.name, "the number of nodes", len(nodes), MAX_NODES_PER_RANK)
-    return meta, nodes
 
 
 def _json_objects(text: str, name: str) -> list[Any]:
@@ -359,8 +370,11 @@ def read_rank_file(path: Path, rank: int) -> RankTrace:
         weight=info.int("weight", 1),
         accelerator=info.str("accelerator"),
     )
-    if trace.weight < 1 or trace.world_size < 0:
-        raise TraceFormatError(f"{path.name}: metadata 'weight' and 'world_size' must be >= 1")
+    if trace.weight < 1 or not 0 <= trace.world_size <= MAX_RANK + 1:
+        raise TraceFormatError(
+            f"{path.name}: metadata 'weight' must be >= 1 and 'world_size' at most {MAX_RANK + 1} "
+            f"(got {trace.weight} and {trace.world_size})"
+        )
     trace.nodes = [_convert(path.name, rank, node) for node in nodes]
     return trace
 

@@ -23,12 +23,13 @@ MAX_RANK = 1 << 20
 """Largest rank id a trace may name (process groups, send/recv peers)."""
 
 
-def check_file_size(path: Path, max_bytes: int = MAX_FILE_BYTES) -> None:
-    """Raise if ``path`` is larger than ``max_bytes``.
+def check_file_size(path: Path, max_bytes: int | None = None) -> None:
+    """Raise if ``path`` is larger than ``max_bytes`` (default :data:`MAX_FILE_BYTES`).
 
     Raises:
         TraceFormatError: the file is too large.
     """
+    max_bytes = MAX_FILE_BYTES if max_bytes is None else max_bytes
     size_bytes = path.stat().st_size
     if size_bytes > max_bytes:
         raise TraceFormatError(
