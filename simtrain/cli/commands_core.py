@@ -95,7 +95,10 @@ def validate(
     else:
         table = Table(title=f"validation: {directory}", title_justify="left")
         for column in ("case", "metric", "published", "predicted", "error", "tolerance", "ok"):
-            table.add_column(column, justify="left" if column in ("case", "metric") else "right")
+            if column in ("case", "metric"):
+                table.add_column(column, overflow="fold")
+            else:
+                table.add_column(column, justify="right", no_wrap=True)
         for row in rows:
             table.add_row(
                 row.case,
