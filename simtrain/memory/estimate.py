@@ -125,14 +125,21 @@ def _buffers(spec: ExperimentSpec, stage: int) -> dict[str, float]:
     return items
 
 
-def estimate_stage_memory(
-    spec: ExperimentSpec, capacity_bytes: float, stage: int
-) -> MemoryEstimate:
-    """Peak memory of pipeline rank ``stage`` (0-based)."""
+def _schedule(spec: ExperimentSpec) -> dict[int, list[Action]]:
+    """Every pipeline rank's actions; one stage is gradient accumulation whatever the schedule."""
     p = spec.parallel
-    # one stage is plain gradient accumulation, whatever the schedule (as the builder runs it)
     name = p.pipeline_schedule if p.pp > 1 else "1f1b"
-    actions = get_schedule(name)(p.pp, p.num_microbatches, p.vpp)[stage]
+    return get_schedule(name)(p.pp, p.num_microbatches, p.vpp)
+
+
+def estimate_stage_memory(
+    spec: ExperimentSpec,
+    capacity_bytes: float,
+    stage: int,
+    schedule: dict[int, list[Action]] | None = None,
+) -> MemoryEstimate:
+    """Peak memory of pipeline rank ``stage`` (0-based); ``schedule`` saves rebuilding it."""
+    actions = (schedule or _schedule(spec))[stage]
     states = rank_model_states(spec, stage)
     activations, chunk, inflight = _activations(spec, stage, actions)
     buffers = _buffers(spec, stage)
@@ -169,5 +176,8 @@ def estimate_memory(
     """
     if stage is not None:
         return estimate_stage_memory(spec, capacity_bytes, stage)
-    estimates = [estimate_stage_memory(spec, capacity_bytes, r) for r in range(spec.parallel.pp)]
+    schedule = _schedule(spec)
+    estimates = [
+        estimate_stage_memory(spec, capacity_bytes, r, schedule) for r in range(spec.parallel.pp)
+    ]
     return max(estimates, key=lambda e: e.peak_bytes)
