@@ -1,0 +1,228 @@
+"""PyTorch profiler (Kineto) Chrome traces: one JSON file per rank into one job.
+
+A Kineto trace is a JSON object whose ``traceEvents`` are Chrome trace events; complete
+events (``"ph": "X"``) carry ``ts`` and ``dur`` in microseconds. What becomes a node:
+
+* GPU kernels (``cat`` ``kernel``, ``gpu_memcpy``, ``gpu_memset``) when the trace has any:
+  compute kernels keep their measured duration on the ``compute`` stream; NCCL kernels
+  (``nccl...AllReduce...``) become collectives on the ``comm`` stream, sized from
+  ``In msg nelems`` and ``dtype`` where PyTorch recorded them.
+* Otherwise (a CPU-only trace) the outermost ``cpu_op`` events of the busiest thread are the
+  compute nodes, and the communication annotations of the process-group backends
+  (``gloo:all_reduce``, ``nccl:all_reduce``, ``record_param_comms``) the collectives, sized
+  from their input dims and element type.
+
+Nodes keep their start order per stream. A collective depends on the last compute node that
+ended before it started, and a compute node on the collectives that ended before it started
+(happens-before by timestamps). Idle gaps between kernels (launch gaps) are not replayed:
+kernels of a stream run back to back. Collectives with a known size are timed by the network
+model; those without keep their measured duration. The rank comes from ``distributedInfo``
+or the file name (``<name>.<rank>.json``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from simtrain.errors import TraceFormatError
+from simtrain.traceio.chakra import RANK_FILE
+from simtrain.traceio.limits import (
+    MAX_NODES_PER_RANK,
+    MAX_RANK,
+    MAX_RANK_FILES,
+    check_count,
+    check_file_size,
+)
+from simtrain.traceio.model import RankTrace, TraceNode
+from simtrain.workload.ops import Op
+
+GPU_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
+COMM_NAMES: dict[str, str] = {
+    "allreduce": "all_reduce",
+    "allgather": "all_gather",
+    "reducescatter": "reduce_scatter",
+    "broadcast": "broadcast",
+    "alltoall": "all_to_all",
+    "reduce": "reduce",
+    "sendrecv": "send_recv",
+}
+_BACKEND_COMM = re.compile(r"^(?:gloo|nccl|c10d):(?P<name>[a-z_]+)$")
+DTYPE_BYTES = {"float": 4, "float32": 4, "double": 8, "half": 2, "bfloat16": 2, "c10::half": 2}
+DTYPE_BYTES |= {"c10::bfloat16": 2, "int": 4, "long": 8, "long int": 8, "int64": 8, "float16": 2}
+
+
+def _comm_kind(name: str) -> str | None:
+    """The simtrain collective kind of a kernel or annotation name, None if not communication."""
+    lowered = name.lower()
+    match = _BACKEND_COMM.match(lowered)
+    if match:
+        return COMM_NAMES.get(match["name"].replace("_", ""))
+    if not lowered.startswith("nccl"):
+        return None
+    squashed = lowered.replace("_", "")
+    return next((kind for key, kind in COMM_NAMES.items() if key in squashed), "all_reduce")
+
+
+def _size_bytes(event: dict[str, Any]) -> int:
+    """Message size recorded on a communication event, 0 when the trace has none."""
+    args = event.get("args") or {}
+    if not isinstance(args, dict):
+        return 0
+    dtype = str(args.get("dtype", "")).lower()
+    elements = args.get("In msg nelems")
+    if isinstance(elements, int) and dtype in DTYPE_BYTES:
+        return elements * DTYPE_BYTES[dtype]
+    dims, types = args.get("Input Dims"), args.get("Input type")
+    if not isinstance(dims, list) or not isinstance(types, list):
+        return 0
+    total = 0
+    for shape, kind in zip(dims, types, strict=False):
+        width = DTYPE_BYTES.get(str(kind).lower())
+        if width is None or not isinstance(shape, list):
+            continue
+        shapes = shape if shape and isinstance(shape[0], list) else [shape]
+        for dims_of_one in shapes:
+            if all(isinstance(d, int) and d >= 0 for d in dims_of_one):
+                total += math.prod(dims_of_one) * width
+    return total
+
+
+def _complete_events(data: Any, name: str) -> list[dict[str, Any]]:
+    if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
+        raise TraceFormatError(f"{name}: a Kineto trace must be an object with 'traceEvents'")
+    events = data["traceEvents"]
+    check_count(name, "the number of events", len(events), MAX_NODES_PER_RANK)
+    complete = []
+    for index, event in enumerate(events):
+        if not isinstance(event, dict) or event.get("ph") != "X":
+            continue
+        ts, dur = event.get("ts"), event.get("dur")
+        ok = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (ts, dur))
+        if not ok or not math.isfinite(ts) or not math.isfinite(dur) or dur < 0:
+            raise TraceFormatError(
+                f"{name}: event {index} ({event.get('name', 'unnamed')}): 'ts' and 'dur' must "
+                f"be finite numbers, dur >= 0 (got {ts!r}, {dur!r})"
+            )
+        complete.append(event)
+    return complete
+
+
+def _outermost(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Events not nested inside another of the list (same thread)."""
+    result, open_until = [], -math.inf
+    for event in sorted(events, key=lambda e: (e["ts"], -e["dur"])):
+        if event["ts"] >= open_until:
+            result.append(event)
+            open_until = event["ts"] + event["dur"]
+        else:
+            open_until = max(open_until, event["ts"] + event["dur"])
+    return result
+
+
+def _select(events: list[dict[str, Any]]) -> list[tuple[dict[str, Any], str | None]]:
+    """The (event, collective kind or None) pairs that become nodes, in start order."""
+    kernels = [e for e in events if e.get("cat") in GPU_CATEGORIES]
+    if kernels:
+        chosen = [(e, _comm_kind(str(e.get("name", "")))) for e in kernels]
+    else:
+        comms = [
+            (e, kind)
+            for e in events
+            if (kind := _comm_kind(str(e.get("name", "")))) is not None
+            and e.get("cat") in ("user_annotation", "cpu_op")
+        ]
+        ops = [e for e in events if e.get("cat") == "cpu_op" and _comm_kind(e["name"]) is None]
+        busiest = Counter(e.get("tid") for e in ops).most_common(1)
+        main = [e for e in ops if busiest and e.get("tid") == busiest[0][0]]
+        comm_ids = {id(e) for e, _ in comms}
+        chosen = [(e, None) for e in _outermost(main) if id(e) not in comm_ids] + comms
+    return sorted(chosen, key=lambda pair: pair[0]["ts"])
+
+
+def _nodes(
+    selected: list[tuple[dict[str, Any], str | None]], group: tuple[int, ...]
+) -> list[TraceNode]:
+    nodes: list[TraceNode] = []
+    last_compute: tuple[int, float] | None = None  # (node id, end)
+    finished_comms: list[tuple[int, float]] = []
+    for node_id, (event, kind) in enumerate(selected):
+        start, end = event["ts"], event["ts"] + event["dur"]
+        name = str(event.get("name", ""))
+        if kind is None:
+            deps = tuple(i for i, done in finished_comms if done <= start)
+            finished_comms = [(i, done) for i, done in finished_comms if done > start]
+            nodes.append(TraceNode(node_id, name, "compute", deps, duration_s=event["dur"] * 1e-6))
+            last_compute = (node_id, end)
+            continue
+        size_bytes = _size_bytes(event)
+        deps = (last_compute[0],) if last_compute and last_compute[1] <= start else ()
+        nodes.append(
+            TraceNode(
+                node_id,
+                name,
+                "collective",
+                deps,
+                stream="comm",
+                category="comm",
+                duration_s=None if size_bytes else event["dur"] * 1e-6,
+                ops=(Op(name, "collective", comm=kind, comm_bytes=float(size_bytes)),),
+                group=group,
+            )
+        )
+        finished_comms.append((node_id, end))
+    return nodes
+
+
+def read_kineto_file(path: Path, rank: int | None = None) -> RankTrace:
+    """Read one rank's Kineto trace.
+
+    Raises:
+        TraceFormatError: too large, not JSON, not a Kineto trace, or events with bad times.
+    """
+    check_file_size(path)
+    try:
+        data = json.loads(path.read_text(errors="replace"))
+    except json.JSONDecodeError as exc:
+        raise TraceFormatError(f"{path.name}: invalid JSON ({exc.msg} at char {exc.pos})") from None
+    info = data.get("distributedInfo") if isinstance(data, dict) else None
+    info = info if isinstance(info, dict) else {}
+    rank_id, world_size = info.get("rank", rank), info.get("world_size", 0)
+    if not isinstance(rank_id, int) or not 0 <= rank_id <= MAX_RANK:
+        raise TraceFormatError(
+            f"{path.name}: the rank must be an integer in 0..{MAX_RANK}, from distributedInfo "
+            f"or a file name <name>.<rank>.json (got {rank_id!r})"
+        )
+    if not isinstance(world_size, int) or not 0 <= world_size <= MAX_RANK + 1:
+        raise TraceFormatError(
+            f"{path.name}: distributedInfo 'world_size' must be an integer in 1..{MAX_RANK + 1} "
+            f"(got {world_size!r})"
+        )
+    group = tuple(range(world_size)) if world_size else ()
+    devices = data.get("deviceProperties")
+    first = devices[0] if isinstance(devices, list) and devices else None
+    device = str(first.get("name", "")) if isinstance(first, dict) else ""
+    nodes = _nodes(_select(_complete_events(data, path.name)), group)
+    return RankTrace(path.name, rank_id, nodes, world_size=world_size, accelerator=device)
+
+
+def read_kineto(directory: Path) -> list[RankTrace]:
+    """Read every ``<name>.<rank>.json`` Kineto file of ``directory``, ordered by rank.
+
+    Raises:
+        TraceFormatError: see :func:`read_kineto_file`; also two files for one rank.
+    """
+    traces: dict[int, RankTrace] = {}
+    files = sorted(directory.glob("*.json"))
+    check_count(str(directory), "the number of rank files", len(files), MAX_RANK_FILES)
+    for path in files:
+        match = RANK_FILE.match(path.name)
+        trace = read_kineto_file(path, int(match["rank"]) if match else None)
+        if trace.rank in traces:
+            raise TraceFormatError(f"{path.name}: a second file for rank {trace.rank}")
+        traces[trace.rank] = trace
+    return [traces[rank] for rank in sorted(traces)]
