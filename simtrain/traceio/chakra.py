@@ -163,6 +163,8 @@ def _json_objects(text: str, name: str) -> list[Any]:
         whole = json.loads(text)
     except json.JSONDecodeError:
         whole = None
+    except RecursionError:
+        raise TraceFormatError(f"{name}: JSON nested too deeply") from None
     if isinstance(whole, list):
         return whole
     if isinstance(whole, dict):
@@ -175,6 +177,8 @@ def _json_objects(text: str, name: str) -> list[Any]:
             return objects
         try:
             obj, pos = decoder.raw_decode(text, pos)
+        except RecursionError:
+            raise TraceFormatError(f"{name}: JSON nested too deeply") from None
         except json.JSONDecodeError as exc:
             raise TraceFormatError(
                 f"{name}: invalid JSON after object {len(objects)} ({exc.msg} at char {exc.pos})"
@@ -279,7 +283,7 @@ def _convert(file: str, rank: int, node: Any) -> TraceNode:
     deps = tuple(dict.fromkeys([*node.ctrl_deps, *node.data_deps]))
     check_count(view.where, "the number of dependencies", len(deps), MAX_DEPS_PER_NODE)
     ops = view.ops()
-    measured = node.duration_micros * 1e-6 if node.duration_micros and not ops else None
+    measured = node.duration_micros * 1e-6 if node.duration_micros else None
     common: dict[str, Any] = {
         "node_id": node.id,
         "name": node.name,

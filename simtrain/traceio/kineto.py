@@ -189,6 +189,8 @@ def read_kineto_file(path: Path, rank: int | None = None) -> RankTrace:
         data = json.loads(path.read_text(errors="replace"))
     except json.JSONDecodeError as exc:
         raise TraceFormatError(f"{path.name}: invalid JSON ({exc.msg} at char {exc.pos})") from None
+    except RecursionError:
+        raise TraceFormatError(f"{path.name}: JSON nested too deeply") from None
     info = data.get("distributedInfo") if isinstance(data, dict) else None
     info = info if isinstance(info, dict) else {}
     rank_id, world_size = info.get("rank", rank), info.get("world_size", 0)

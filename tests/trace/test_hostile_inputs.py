@@ -133,6 +133,10 @@ CASES: dict[str, tuple[Callable[[], dict[str, bytes | str]], str]] = {
         lambda: {"t.0.json": json.dumps([{"id": "abc", "type": "COMP_NODE"}])},
         "t.0.json: node 'abc'",
     ),
+    "json_nested_too_deeply": (
+        lambda: {"t.0.json": "[" * 200_000 + "]" * 200_000},
+        "t.0.json: JSON nested too deeply",
+    ),
     "json_not_an_object": (lambda: {"t.0.json": "[42]"}, "t.0.json: object 0"),
     "json_unknown_field": (
         lambda: {"t.0.json": json.dumps([{"id": 1, "colour": "red"}])},

@@ -124,6 +124,7 @@ def test_gpu_kernels_and_nccl_kernels(tmp_path, capsys):
         ('{"traceEvents": {}, "deviceProperties": []}', "must be an object with 'traceEvents'"),
         ('{"traceEvents": [], "distributedInfo": {"rank": -3}}', "the rank must be"),
         ('{"traceEvents": [{"ph": "X", "ts": 0, "dur', "invalid JSON"),
+        ('{"traceEvents": ' + "[" * 200_000 + "]" * 200_000 + "}", "nested too deeply"),
     ],
 )
 def test_broken_kineto_trace_is_one_line(tmp_path, capsys, content, fragment):
