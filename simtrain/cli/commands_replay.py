@@ -104,6 +104,7 @@ def _experiment_target(experiment: Path, overrides: list[str]) -> Any:
         num_gpus=spec.cluster.num_gpus,
         network=network_model_for(spec),
         tokens_per_step=spec.parallel.global_batch_size * spec.model.seq_length,
+        spec=spec.model_dump(mode="json"),
     )
 
 

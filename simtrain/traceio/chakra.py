@@ -10,7 +10,9 @@ Node types map to :class:`~simtrain.traceio.model.TraceNode` kinds: ``COMP_NODE`
 memory nodes are compute, ``COMM_COLL_NODE`` a collective, ``COMM_SEND_NODE`` /
 ``COMM_RECV_NODE`` a transfer; a ``METADATA_NODE`` takes no time. Attributes read
 (Chakra's names): ``num_ops`` (FLOPs), ``tensor_size`` (bytes), ``comm_type``, ``comm_size``
-(bytes), ``comm_src``, ``comm_dst``, ``comm_tag``, ``pg_name``, ``is_cpu_op``. Traces
+(bytes), ``comm_src``, ``comm_dst``, ``comm_tag``. A collective spans the ranks listed in
+``pg_ranks``, or else every rank of the trace (Chakra's ``pg_name`` and ``involved_dim``
+need the job's process-group table, which the files do not carry). Traces
 written by :mod:`simtrain.traceio.chakra_export` also carry ``stream``, ``category``,
 ``stage``, ``microbatch``, ``collective_key``, ``pg_ranks`` and one list attribute per
 :class:`~simtrain.workload.ops.Op` field (``op.flops``, ``op.m``, ...), so they replay with

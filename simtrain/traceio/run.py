@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from simtrain.api import simtrain_version
 from simtrain.catalog import get_accelerator
 from simtrain.compute.roofline import RooflineComputeModel
 from simtrain.engine import run_program
@@ -28,6 +30,7 @@ class ReplayTarget:
         num_gpus: devices in the cluster; the trace's world size must fit.
         network: the cluster's network model.
         tokens_per_step: tokens per step if an experiment says so, else None.
+        spec: the resolved experiment (JSON form) when replaying on an experiment's cluster.
     """
 
     name: str
@@ -36,6 +39,7 @@ class ReplayTarget:
     num_gpus: int
     network: NetworkModel
     tokens_per_step: int | None = None
+    spec: dict[str, Any] | None = None
 
 
 def replay_directory(
@@ -58,6 +62,7 @@ def replay_directory(
         SpecError: the trace needs more ranks than the cluster has, or ``retime`` without a
             known source accelerator.
     """
+    began = time.perf_counter()
     fmt, traces = read_traces(directory)
     program = build_program(traces)
     if program.world_size > target.num_gpus:
@@ -91,7 +96,7 @@ def replay_directory(
         }
     compute = RooflineComputeModel(target.accelerator, target.dtype)
     engine = run_program(program, compute, target.network)
-    return replay_summary(
+    report = replay_summary(
         target.name,
         program,
         engine,
@@ -100,3 +105,7 @@ def replay_directory(
         info,
         target.tokens_per_step,
     )
+    report["spec"] = target.spec
+    report["simtrain_version"] = simtrain_version()
+    report["simulation"]["wall_time_s"] = time.perf_counter() - began
+    return report

@@ -1,8 +1,10 @@
 """The report of a replayed trace, with the keys of ``simtrain run --json``.
 
 A trace records what ran, not the model that produced it, so some keys have no value:
-``memory`` (traces do not record allocations), ``num_params``, and, without an experiment
-file, ``tokens_per_step``, ``tokens_per_s``, ``cost`` and ``spec`` are ``null``. FLOPs are
+``memory`` (traces do not record allocations), ``num_params``, ``cost`` and, without an
+experiment file, ``tokens_per_step``, ``tokens_per_s`` and ``spec`` are ``null``
+(:func:`~simtrain.traceio.run.replay_directory` fills ``spec``, ``simtrain_version`` and the
+wall time). FLOPs are
 summed from the trace's ops (GEMM and attention FLOPs; recomputation counts for HFU only), so
 MFU is 0 for traces that record durations only (Kineto). The extra ``replay`` section says
 where the trace came from and how ``--retarget`` changed it.

@@ -22,6 +22,8 @@ def test_replay_report_has_the_run_keys(capsys, chakra_dir):
     assert replayed["memory"] is None  # traces do not record allocations
     assert replayed["replay"]["format"] == "chakra"
     assert replayed["replay"]["num_rank_files"] == 2
+    assert replayed["spec"] == ran["spec"]
+    assert replayed["simtrain_version"] == ran["simtrain_version"]
 
 
 def test_exported_files_carry_standard_chakra_nodes(chakra_dir):
