@@ -1,9 +1,17 @@
 """Chakra export and import: an exported experiment replays at the step time of simtrain run."""
 
+from pathlib import Path
+
 import pytest
 
+from simtrain.api import load_experiment, network_model_for, simulate
+from simtrain.catalog import get_accelerator
+from simtrain.compute.roofline import RooflineComputeModel
+from simtrain.engine import run_program
 from simtrain.traceio.chakra import read_chakra
+from simtrain.traceio.chakra_export import write_chakra
 from simtrain.traceio.model import TraceNode
+from simtrain.traceio.replay import build_program
 from tests.trace.helpers import QUICKSTART, SMALL_3D, cli, report
 
 
@@ -62,3 +70,26 @@ def test_unknown_export_format_is_one_line(capsys, tmp_path):
     )
     assert code == 2
     assert "'--format' must be simtrain or chakra" in err
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["parallel.pp=1"],
+        ["parallel.pp=4", "parallel.pipeline_schedule=interleaved", "parallel.vpp=2"],
+        ["parallel.pp=2", "parallel.pipeline_schedule=zb-h1"],
+        ["parallel.pp=2", "parallel.cp=2", "parallel.zero_stage=3"],
+        ["parallel.pp=2", "simulation.network_model=flow"],
+    ],
+    ids=["tp-dp", "interleaved", "zb-h1", "cp-zero3", "flow-network"],
+)
+def test_round_trip_is_exact_across_schedules(tmp_path, overrides):
+    spec = load_experiment(
+        Path(QUICKSTART),
+        ["model.num_layers=8", "cluster.num_gpus=16", "parallel.global_batch_size=16", *overrides],
+    )
+    simulated = simulate(spec)
+    write_chakra(simulated.program, tmp_path, spec.cluster.accelerator)
+    compute = RooflineComputeModel(get_accelerator(spec.cluster.accelerator), spec.training.dtype)
+    replayed = run_program(build_program(read_chakra(tmp_path)), compute, network_model_for(spec))
+    assert replayed.step_time_s == pytest.approx(simulated.step_time_s, rel=1e-9)
