@@ -92,6 +92,26 @@ def _size_bytes(event: dict[str, Any]) -> int:
     return total
 
 
+def _group(
+    event: dict[str, Any], groups: dict[str, tuple[int, ...]], world: tuple[int, ...]
+) -> tuple[int, ...]:
+    """Ranks of a communication event.
+
+    Its ``Process Group Ranks``, else the ranks of its ``Process Group Name`` in
+    ``distributedInfo.pg_config``, else the whole job.
+    """
+    args = event.get("args") if isinstance(event.get("args"), dict) else {}
+    ranks = args.get("Process Group Ranks")
+    if isinstance(ranks, str):
+        try:
+            ranks = json.loads(ranks)
+        except json.JSONDecodeError:
+            ranks = None
+    if isinstance(ranks, list) and ranks and all(isinstance(r, int) for r in ranks):
+        return tuple(ranks)
+    return groups.get(str(args.get("Process Group Name", "")), world)
+
+
 def _complete_events(data: Any, name: str) -> list[dict[str, Any]]:
     if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
         raise TraceFormatError(f"{name}: a Kineto trace must be an object with 'traceEvents'")
@@ -145,7 +165,9 @@ def _select(events: list[dict[str, Any]]) -> list[tuple[dict[str, Any], str | No
 
 
 def _nodes(
-    selected: list[tuple[dict[str, Any], str | None]], group: tuple[int, ...]
+    selected: list[tuple[dict[str, Any], str | None]],
+    groups: dict[str, tuple[int, ...]],
+    world: tuple[int, ...],
 ) -> list[TraceNode]:
     nodes: list[TraceNode] = []
     last_compute: tuple[int, float] | None = None  # (node id, end)
@@ -171,7 +193,7 @@ def _nodes(
                 category="comm",
                 duration_s=None if size_bytes else event["dur"] * 1e-6,
                 ops=(Op(name, "collective", comm=kind, comm_bytes=float(size_bytes)),),
-                group=group,
+                group=_group(event, groups, world),
             )
         )
         finished_comms.append((node_id, end))
@@ -204,11 +226,18 @@ def read_kineto_file(path: Path, rank: int | None = None) -> RankTrace:
             f"{path.name}: distributedInfo 'world_size' must be an integer in 1..{MAX_RANK + 1} "
             f"(got {world_size!r})"
         )
-    group = tuple(range(world_size)) if world_size else ()
+    world = tuple(range(world_size)) if world_size else ()
+    groups = {
+        str(pg.get("pg_name")): tuple(pg["ranks"])
+        for pg in info.get("pg_config") or []
+        if isinstance(pg, dict)
+        and isinstance(pg.get("ranks"), list)
+        and all(isinstance(r, int) and 0 <= r <= MAX_RANK for r in pg["ranks"])
+    }
     devices = data.get("deviceProperties")
     first = devices[0] if isinstance(devices, list) and devices else None
     device = str(first.get("name", "")) if isinstance(first, dict) else ""
-    nodes = _nodes(_select(_complete_events(data, path.name)), group)
+    nodes = _nodes(_select(_complete_events(data, path.name)), groups, world)
     return RankTrace(path.name, rank_id, nodes, world_size=world_size, accelerator=device)
 
 

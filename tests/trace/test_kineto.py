@@ -132,3 +132,24 @@ def test_broken_kineto_trace_is_one_line(tmp_path, capsys, content, fragment):
     code, _, err = cli(capsys, "replay", str(tmp_path), *TOPOLOGY)
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
     assert "bad.0.json" in err and fragment in err
+
+
+def test_process_groups_come_from_the_event_or_pg_config(tmp_path, capsys):
+    # ranks 0-1 and 2-3 each run their own all-reduce: matched within their group only
+    for rank in range(4):
+        trace = gpu_trace(rank)
+        trace["distributedInfo"] = {
+            "rank": rank,
+            "world_size": 4,
+            "pg_config": [{"pg_name": "3", "ranks": [0, 1]}, {"pg_name": "4", "ranks": [2, 3]}],
+        }
+        args = trace["traceEvents"][2]["args"]
+        if rank < 2:
+            args["Process Group Ranks"] = "[0, 1]"
+        else:
+            args["Process Group Name"] = "4"
+        (tmp_path / f"job.{rank}.json").write_text(json.dumps(trace))
+    traces = read_kineto(tmp_path)
+    groups = [next(n.group for n in t.nodes if n.kind == "collective") for t in traces]
+    assert groups == [(0, 1), (0, 1), (2, 3), (2, 3)]
+    assert report(capsys, "replay", str(tmp_path), *TOPOLOGY)["step_time_s"] > 0
