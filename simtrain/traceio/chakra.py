@@ -34,6 +34,7 @@ from simtrain.traceio.limits import (
     MAX_DEPS_PER_NODE,
     MAX_NODES_PER_RANK,
     MAX_RANK,
+    MAX_RANK_FILES,
     check_count,
     check_file_size,
 )
@@ -72,7 +73,7 @@ def schema() -> Any:
         from chakra.schema.protobuf import et_def_pb2
     except ImportError:
         raise TraceFormatError(
-            "reading Chakra traces needs mlc-chakra: pip install 'simtrain[chakra]'"
+            "Chakra traces need mlc-chakra: pip install 'simtrain[chakra]'"
         ) from None
     return et_def_pb2
 
@@ -391,8 +392,6 @@ def read_chakra(directory: Path) -> list[RankTrace]:
     Raises:
         TraceFormatError: see :func:`read_rank_file`.
     """
-    from simtrain.traceio.limits import MAX_RANK_FILES
-
     files = rank_files(directory)
     check_count(str(directory), "the number of rank files", len(files), MAX_RANK_FILES)
     return [read_rank_file(path, rank) for rank, path in sorted(files.items())]

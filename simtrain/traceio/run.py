@@ -11,7 +11,7 @@ from simtrain.api import simtrain_version
 from simtrain.catalog import get_accelerator
 from simtrain.compute.roofline import RooflineComputeModel
 from simtrain.engine import run_program
-from simtrain.errors import SpecError
+from simtrain.errors import EngineDeadlock, SpecError, TraceFormatError
 from simtrain.network.base import NetworkModel
 from simtrain.specs.hardware import AcceleratorSpec
 from simtrain.traceio.readers import read_traces
@@ -58,7 +58,7 @@ def replay_directory(
             the trace names.
 
     Raises:
-        TraceFormatError: a malformed trace.
+        TraceFormatError: a malformed trace, or ranks whose collectives never meet.
         SpecError: the trace needs more ranks than the cluster has, or ``retime`` without a
             known source accelerator.
     """
@@ -95,7 +95,13 @@ def replay_directory(
             "scaled_names": list(note.scaled_names),
         }
     compute = RooflineComputeModel(target.accelerator, target.dtype)
-    engine = run_program(program, compute, target.network)
+    try:
+        engine = run_program(program, compute, target.network)
+    except EngineDeadlock as exc:
+        raise TraceFormatError(
+            f"{directory}: the rank files issue their collectives or transfers in orders "
+            f"that cannot all be met ({exc})"
+        ) from None
     report = replay_summary(
         target.name,
         program,

@@ -116,6 +116,13 @@ CASES: dict[str, tuple[Callable[[], dict[str, bytes | str]], str]] = {
         lambda: {"t.0.et": et_bytes([coll(6)]), "t.1.et": et_bytes([node(0)])},
         "t.0.et: node 6",
     ),
+    "collectives_in_crossed_orders": (
+        lambda: {
+            "t.0.et": et_bytes([coll(0, collective_key="a"), coll(1, collective_key="b")]),
+            "t.1.et": et_bytes([coll(0, collective_key="b"), coll(1, collective_key="a")]),
+        },
+        "orders that cannot all be met",
+    ),
     "group_without_own_rank": (
         lambda: {"t.0.et": et_bytes([coll(6, pg_ranks=[1, 2])])},
         "must contain rank 0",
