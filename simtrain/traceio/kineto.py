@@ -14,14 +14,17 @@ events (``"ph": "X"``) carry ``ts`` and ``dur`` in microseconds. What becomes a 
 
 Nodes keep their start order per stream. A collective depends on the last compute node that
 ended before it started, and a compute node on the collectives that ended before it started
-(happens-before by timestamps). Idle gaps between kernels (launch gaps) are not replayed:
-kernels of a stream run back to back. Collectives with a known size are timed by the network
-model; those without keep their measured duration. The rank comes from ``distributedInfo``
-or the file name (``<name>.<rank>.json``).
+(happens-before by timestamps). Launch gaps: when the trace has the CUDA runtime calls that
+launched the kernels (``cuda_runtime`` events with a ``correlation`` id), the host thread
+becomes a ``host`` stream and each kernel waits for its launch; otherwise kernels of a stream
+run back to back. All compute kernels share the ``compute`` stream. Collectives with a known
+size are timed by the network model; those without keep their measured duration. The rank
+comes from ``distributedInfo`` or the file name (``<name>.<rank>.json``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -38,7 +41,7 @@ from simtrain.traceio.limits import (
     check_count,
     check_file_size,
 )
-from simtrain.traceio.model import RankTrace, TraceNode
+from simtrain.traceio.model import HOST_STREAM, RankTrace, TraceNode
 from simtrain.workload.ops import Op
 
 GPU_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
@@ -200,6 +203,50 @@ def _nodes(
     return nodes
 
 
+def _with_launches(
+    nodes: list[TraceNode], selected: list[tuple[dict[str, Any], str | None]], events: list
+) -> list[TraceNode]:
+    """Add the host thread's kernel launches, so kernels wait for them as on the GPU.
+
+    Launch ``i`` (the CUDA runtime call whose ``correlation`` matches kernel ``i``) becomes a
+    node on the :data:`HOST_STREAM` lasting from the end of launch ``i-1`` to its own end:
+    the host's time between launches, CPU ops included. A kernel then starts after its
+    launch and after the previous kernel of the stream, which replays the launch gaps.
+    """
+    launches = {
+        e["args"]["correlation"]: e
+        for e in events
+        if e.get("cat") in ("cuda_runtime", "cuda_driver")
+        and isinstance(e.get("args"), dict)
+        and "correlation" in e["args"]
+    }
+    pairs = []
+    for node, (event, _) in zip(nodes, selected, strict=True):
+        args = event.get("args") if isinstance(event.get("args"), dict) else {}
+        launch = launches.get(args.get("correlation"))
+        if launch is not None:
+            pairs.append((launch["ts"] + launch["dur"], node.node_id))
+    result = list(nodes)
+    previous_end = None
+    for offset, (end, kernel_id) in enumerate(sorted(pairs)):
+        host_id = len(nodes) + offset
+        gap_us = end - previous_end if previous_end is not None else 0.0
+        previous_end = end
+        result.append(
+            TraceNode(
+                host_id,
+                f"launch:{nodes[kernel_id].name}",
+                "compute",
+                stream=HOST_STREAM,
+                category=HOST_STREAM,
+                duration_s=max(0.0, gap_us) * 1e-6,
+            )
+        )
+        kernel = result[kernel_id]
+        result[kernel_id] = dataclasses.replace(kernel, deps=(*kernel.deps, host_id))
+    return result
+
+
 def read_kineto_file(path: Path, rank: int | None = None) -> RankTrace:
     """Read one rank's Kineto trace.
 
@@ -237,7 +284,9 @@ def read_kineto_file(path: Path, rank: int | None = None) -> RankTrace:
     devices = data.get("deviceProperties")
     first = devices[0] if isinstance(devices, list) and devices else None
     device = str(first.get("name", "")) if isinstance(first, dict) else ""
-    nodes = _nodes(_select(_complete_events(data, path.name)), groups, world)
+    events = _complete_events(data, path.name)
+    selected = _select(events)
+    nodes = _with_launches(_nodes(selected, groups, world), selected, events)
     return RankTrace(path.name, rank_id, nodes, world_size=world_size, accelerator=device)
 
 

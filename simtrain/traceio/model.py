@@ -13,6 +13,8 @@ from typing import Literal
 from simtrain.workload.ops import Op
 
 NodeKind = Literal["compute", "collective", "send", "recv"]
+HOST_STREAM = "host"
+"""Stream of a host thread's kernel launches: host time, neither compute nor communication."""
 
 
 @dataclass(frozen=True, slots=True)

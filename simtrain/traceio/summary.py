@@ -21,6 +21,7 @@ from simtrain.metrics.flops import StepFlops
 from simtrain.metrics.timeline import RankTime, rank_times
 from simtrain.parallel.program import Program
 from simtrain.specs.hardware import AcceleratorSpec
+from simtrain.traceio.model import HOST_STREAM
 
 
 def trace_flops(program: Program) -> StepFlops:
@@ -42,17 +43,19 @@ def per_rank_times(program: Program, engine: EngineResult) -> list[RankTime]:
     """:func:`rank_times` of a replay, counting each member's copy of a collective once.
 
     Replayed collectives are one task per member; the metrics count a shared task for all
-    its members, so each copy is narrowed to its own rank first.
+    its members, so each copy is narrowed to its own rank first. Kernel launches (the
+    ``host`` stream of Kineto traces) are host time, neither compute nor communication.
     """
     copies = Counter(t.collective_key for t in program.tasks if t.collective_key)
+    kept = [i for i, t in enumerate(program.tasks) if t.stream != HOST_STREAM]
     view = dataclasses.replace(
         program,
         tasks=[
             dataclasses.replace(t, group=(t.rank,)) if copies[t.collective_key] > 1 else t
-            for t in program.tasks
+            for t in (program.tasks[i] for i in kept)
         ],
     )
-    return rank_times(view, engine.start_s, engine.end_s, engine.step_time_s)
+    return rank_times(view, engine.start_s[kept], engine.end_s[kept], engine.step_time_s)
 
 
 def replay_summary(

@@ -153,3 +153,26 @@ def test_process_groups_come_from_the_event_or_pg_config(tmp_path, capsys):
     groups = [next(n.group for n in t.nodes if n.kind == "collective") for t in traces]
     assert groups == [(0, 1), (0, 1), (2, 3), (2, 3)]
     assert report(capsys, "replay", str(tmp_path), *TOPOLOGY)["step_time_s"] > 0
+
+
+def test_launch_gaps_from_cuda_runtime_calls_are_replayed(tmp_path, capsys):
+    trace = gpu_trace(0)
+    trace["distributedInfo"] = {"rank": 0, "world_size": 1}
+    kernels = [e for e in trace["traceEvents"] if "nccl" not in e["name"]]
+    trace["traceEvents"] = list(kernels)
+    launch = {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 0, "tid": 1}
+    # the host launches the third kernel 300 µs after the second one ended: a launch gap
+    for correlation, (kernel, launch_ts) in enumerate(zip(kernels, [-10, 100, 430], strict=True)):
+        kernel["args"] = {"correlation": correlation}
+        trace["traceEvents"].append(
+            {**launch, "ts": launch_ts, "dur": 5, "args": {"correlation": correlation}}
+        )
+    (tmp_path / "job.0.json").write_text(json.dumps(trace))
+    nodes = read_kineto(tmp_path)[0].nodes
+    host = [n for n in nodes if n.stream == "host"]
+    assert [n.duration_s for n in host] == pytest.approx([0.0, 110e-6, 330e-6])
+    result = report(capsys, "replay", str(tmp_path), *TOPOLOGY)
+    # launches end at -5, 105, 435 µs (relative: 0, 110, 440); kernels of 100, 20, 30 µs
+    assert result["step_time_s"] == pytest.approx(470e-6)
+    assert result["compute_s"] == pytest.approx(150e-6)  # host time is not device time
+    assert result["exposed_comm_s"] == pytest.approx(0.0)
