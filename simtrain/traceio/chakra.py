@@ -42,7 +42,12 @@ from simtrain.traceio.model import NodeKind, RankTrace, TraceNode
 from simtrain.workload.ops import Op
 
 RANK_FILE = re.compile(r"^(?P<prefix>.*?)\.?(?P<rank>\d+)\.(?P<ext>et|json)$")
-"""Rank file names: ``<prefix>.<rank>.et`` (or ``.json``); ``<rank>.et`` alone also works."""
+"""Rank file names: ``<prefix>.<rank>.et`` (or ``.json``); ``<rank>.et`` alone also works.
+
+Examples:
+    >>> RANK_FILE.match("llama.12.et")["rank"]
+    '12'
+"""
 
 # Chakra CollectiveCommType -> simtrain collective kind. GATHER and SCATTER have no simtrain
 # algorithm; they move the same bytes per rank as an all-gather and a broadcast of one shard.

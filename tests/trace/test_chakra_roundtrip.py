@@ -93,3 +93,9 @@ def test_round_trip_is_exact_across_schedules(tmp_path, overrides):
     compute = RooflineComputeModel(get_accelerator(spec.cluster.accelerator), spec.training.dtype)
     replayed = run_program(build_program(read_chakra(tmp_path)), compute, network_model_for(spec))
     assert replayed.step_time_s == pytest.approx(simulated.step_time_s, rel=1e-9)
+
+
+def test_replay_prints_a_table_without_json(capsys, chakra_dir):
+    code, out, err = cli(capsys, "replay", str(chakra_dir), "--experiment", QUICKSTART, *SMALL_3D)
+    assert code == 0, err
+    assert "step time" in out and "chakra" in out and "MFU" in out
