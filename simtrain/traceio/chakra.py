@@ -16,7 +16,8 @@ need the job's process-group table, which the files do not carry). Traces
 written by :mod:`simtrain.traceio.chakra_export` also carry ``stream``, ``category``,
 ``stage``, ``microbatch``, ``collective_key``, ``pg_ranks`` and one list attribute per
 :class:`~simtrain.workload.ops.Op` field (``op.flops``, ``op.m``, ...), so they replay with
-the same ops and the same step time.
+the same ops and the same step time. Matmul operators from the Chakra PyTorch converter get
+their GEMM shape from ``inputs`` (:mod:`~simtrain.traceio.shapes`).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from simtrain.traceio.limits import (
     check_file_size,
 )
 from simtrain.traceio.model import NodeKind, RankTrace, TraceNode
+from simtrain.traceio.shapes import gemm_op
 from simtrain.workload.ops import Op
 
 RANK_FILE = re.compile(r"^(?P<prefix>.*?)\.?(?P<rank>\d+)\.(?P<ext>et|json)$")
@@ -303,6 +305,9 @@ def _convert(file: str, rank: int, node: Any) -> TraceNode:
     if node.type == 1:  # metadata: no work
         return TraceNode(kind="compute", duration_s=0.0, **common)
     if kind == "compute":
+        shaped = gemm_op(node.name, node.inputs.shapes, node.inputs.types)
+        if not ops and shaped is not None:
+            ops = (shaped,)
         if not ops and measured is None:
             ops = (
                 Op(

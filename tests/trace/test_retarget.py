@@ -67,3 +67,41 @@ def test_retarget_reestimates_shaped_ops_and_scales_the_rest(measured_dir, capsy
     assert note["scale"] == pytest.approx(scale)
     assert result["step_time_s"] == pytest.approx(gemm_s + 500e-6 * scale)
     assert result["model_flops_per_step"] == pytest.approx(GEMM.flops)
+
+
+def converter_node(node_id: int, name: str, shapes: str, types: str, micros: int) -> pb.Node:
+    """A COMP_NODE as mlc-chakra's PyTorch converter writes it (inputs as Python literals)."""
+    node = pb.Node(id=node_id, name=name, type=pb.COMP_NODE, duration_micros=micros)
+    node.inputs.shapes, node.inputs.types = shapes, types
+    return node
+
+
+def test_pytorch_converter_matmul_shapes_are_reestimated(tmp_path, capsys):
+    bf16 = "['Tensor(c10::BFloat16)', 'Tensor(c10::BFloat16)', 'Tensor(c10::BFloat16)']"
+    nodes = [
+        converter_node(0, "aten::addmm", "[[4096], [8192, 4096], [4096, 4096]]", bf16, 900),
+        converter_node(1, "aten::gelu", "[[8192, 4096]]", "['Tensor(c10::BFloat16)']", 100),
+        converter_node(2, "aten::bmm", "[[8, 64, 32], [8, 32, 16]]", bf16, 7),
+        converter_node(3, "aten::mm", "[[3, 4], [5, 6]]", bf16, 5),  # inner dims differ
+    ]
+    meta = pb.GlobalMetadata(version="0.0.4")
+    meta.attr.append(pb.AttributeProto(name="accelerator", string_val="A100-80GB"))
+    (tmp_path / "pt.0.et").write_bytes(_encode(meta) + b"".join(_encode(n) for n in nodes))
+    kept = report(capsys, "replay", str(tmp_path), *TOPOLOGY)
+    assert kept["step_time_s"] == pytest.approx(1012e-6)
+    assert kept["model_flops_per_step"] == pytest.approx(
+        2.0 * 8192 * 4096 * 4096 + 2.0 * 8 * 64 * 16 * 32
+    )
+    note = report(capsys, "replay", str(tmp_path), *TOPOLOGY, "--retarget")["replay"]["retarget"]
+    assert (note["num_reestimated"], note["num_scaled"]) == (2, 2)
+    assert note["scaled_names"] == ["aten::gelu", "aten::mm"]
+
+
+@pytest.mark.parametrize(
+    "shapes",
+    ["[" * 4000 + "]" * 4000, "[[1, 'a'], [2, 3]]", "__import__('os')", "[[2, 3]]", "x" * 20000],
+)
+def test_unusable_shapes_fall_back_to_the_measured_time(tmp_path, capsys, shapes):
+    node = converter_node(0, "aten::mm", shapes, "['Tensor(float)']", 40)
+    (tmp_path / "pt.0.et").write_bytes(_encode(pb.GlobalMetadata()) + _encode(node))
+    assert report(capsys, "replay", str(tmp_path), *TOPOLOGY)["step_time_s"] == pytest.approx(40e-6)
