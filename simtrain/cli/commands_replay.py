@@ -52,6 +52,8 @@ def replay(
         raise fail("give either --experiment EXP or --topology FILE --accelerator A")
     if topology is not None and accelerator is None:
         raise fail("--topology needs --accelerator (e.g. --accelerator H100-SXM)")
+    if experiment is None and overrides:
+        raise fail("--set overrides the experiment's spec; it needs --experiment")
     if experiment is not None and accelerator is not None:
         raise fail("--accelerator goes with --topology; an experiment names its accelerator")
     target = (

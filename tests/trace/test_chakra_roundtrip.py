@@ -64,6 +64,21 @@ def test_replay_needs_exactly_one_cluster_source(capsys, chakra_dir):
     assert err.count("\n") == 1 and "--experiment" in err
 
 
+def test_set_without_experiment_is_one_line(capsys, chakra_dir):
+    code, _, err = cli(
+        capsys,
+        "replay",
+        str(chakra_dir),
+        "--topology",
+        "dgx-h100-superpod",
+        "--accelerator",
+        "H100-SXM",
+        "--set",
+        "parallel.tp=2",
+    )
+    assert code == 2 and err.count("\n") == 1 and "needs --experiment" in err
+
+
 def test_unknown_export_format_is_one_line(capsys, tmp_path):
     code, _, err = cli(
         capsys, "trace", QUICKSTART, "--format", "nope", "--out", str(tmp_path / "x")
