@@ -74,7 +74,7 @@ def resolve_price(spec: ExperimentSpec) -> tuple[float | None, str]:
     if spec.cost is not None and spec.cost.usd_per_gpu_hour is not None:
         return spec.cost.usd_per_gpu_hour, "cost.usd_per_gpu_hour"
     rel = spec.reliability
-    if rel is not None and "gpu_hour_price_usd" in rel.model_fields_set:
+    if rel is not None and rel.gpu_hour_price_usd is not None:
         return rel.gpu_hour_price_usd, "reliability.gpu_hour_price_usd"
     folded = {name.lower(): p for name, p in PRESET_PRICES.items()}
     preset = folded.get(spec.cluster.accelerator.lower())

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
+from simtrain.catalog.prices import preset_price
 from simtrain.errors import SpecError
 from simtrain.reliability.checkpoint import checkpoint_plan
 from simtrain.reliability.closed_form import meta_expected_ettr
@@ -114,14 +115,14 @@ def policy_summary(
         else 0
     )
     billed_gpus = spec.cluster.num_gpus + spares * spec.cluster.gpus_per_node
-    price = reliability.gpu_hour_price_usd
+    price = _gpu_hour_price(spec, reliability)
     ckpt, rec = params.checkpoint, params.recovery
     failures_per_s = sum(s.rate_per_s for s in params.sources)
     out = asdict(summary)
     out["ettr_ci95"] = list(summary.ettr_ci95)
     out.update(
-        cost_usd_mean=summary.wall_days_mean * 24.0 * billed_gpus * price,
-        lost_cost_usd_mean=summary.gpu_hours_lost_mean * price,
+        cost_usd_mean=None if price is None else summary.wall_days_mean * 24 * billed_gpus * price,
+        lost_cost_usd_mean=None if price is None else summary.gpu_hours_lost_mean * price,
         billed_gpus=billed_gpus,
         checkpoint_interval_s=ckpt.interval_s,
         checkpoint_stall_s=ckpt.stall_s,
@@ -193,3 +194,13 @@ def compare_policies(
         }
         for name, f in factories
     ]
+
+
+def _gpu_hour_price(spec: ExperimentSpec, reliability: ReliabilitySpec) -> float | None:
+    """The spec's GPU-hour price, else the accelerator's preset, else None (no cost)."""
+    if reliability.gpu_hour_price_usd is not None:
+        return reliability.gpu_hour_price_usd
+    try:
+        return preset_price(spec.cluster.accelerator).usd_per_gpu_hour
+    except SpecError:
+        return None

@@ -251,6 +251,6 @@ class ReliabilitySpec(Spec):
     window); omit to run to ``training.total_tokens``."""
     num_runs: int = Field(default=100, ge=1)
     """Monte Carlo repetitions."""
-    gpu_hour_price_usd: float = Field(default=2.49, ge=0)
-    """Price of one GPU-hour. Default: tier-2 cloud H100 SXM, $2.49 (hardware.md §7.4,
-    "Q1 2026" snapshot)."""
+    gpu_hour_price_usd: float | None = Field(default=None, ge=0)
+    """Price of one GPU-hour; omit for the accelerator's dated preset
+    (``simtrain/catalog/prices.py``, from hardware.md §7.4)."""
