@@ -411,18 +411,21 @@ class _StepAssembler:
             if a.kind == "W" or (a.kind == "B" and (a.stage, a.microbatch) not in split)
         }
         hooks = p.overlap_grad_reduce and len(grads.group) > 1
+        # Transfers are keyed by pipeline (its first rank) so that, in full mode, a stage
+        # waits for the send of its own pipeline replica.
+        pipeline = rb.group("pp")[0]
         for position, action in enumerate(actions):
             chunk, mb, label = action.stage, action.microbatch, str(action)
             if action.kind == "F":
                 if chunk > 0:
-                    rb.waiting.append(f"F{chunk - 1}:{mb}")
+                    rb.waiting.append(f"{pipeline}:F{chunk - 1}:{mb}")
                 rb.emit(self._segments(chunk, "forward", False), label, chunk, mb)
                 tail = rb.settle()
                 if chunk < self.num_chunks - 1:
-                    self._send(rb, f"F{chunk}:{mb}", chunk + 1, label, chunk, mb, tail)
+                    self._send(rb, f"{pipeline}:F{chunk}:{mb}", chunk + 1, label, chunk, mb, tail)
                 continue
             if action.kind == "B" and chunk < self.num_chunks - 1:
-                rb.waiting.append(f"B{chunk + 1}:{mb}")
+                rb.waiting.append(f"{pipeline}:B{chunk + 1}:{mb}")
             split_w = (chunk, mb) in split
             body = "weight" if action.kind == "W" else "backward_input" if split_w else "backward"
             owns_grads = last_grad_action[chunk] == position
@@ -431,7 +434,7 @@ class _StepAssembler:
             rb.settle()
             if action.kind == "B" and chunk > 0:
                 after = [rb.last_compute] if rb.last_compute is not None else []
-                self._send(rb, f"B{chunk}:{mb}", chunk - 1, label, chunk, mb, after)
+                self._send(rb, f"{pipeline}:B{chunk}:{mb}", chunk - 1, label, chunk, mb, after)
             if owns_grads:
                 local_elements += self.chunks[chunk].weight_elements
                 per_layer = _layer_weight_elements(getattr(self.chunks[chunk], body))

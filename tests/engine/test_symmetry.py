@@ -63,3 +63,15 @@ def test_replicas_share_an_oversubscribed_fabric():
     assert replicated.collective_time_s("all_reduce", tp_group, 2**24) == pytest.approx(
         flow.collective_time_s("all_reduce", tp_group, 2**24)
     )
+
+
+def test_full_mode_stages_wait_for_their_own_pipeline_replica():
+    spec = make_experiment("parallel.pp=2", "parallel.tp=2")
+    from simtrain.parallel.builder import build_program
+
+    program = build_program(spec, full=True)
+    for task in program.tasks:
+        for dep in task.deps:
+            source = program.tasks[dep]
+            if source.stream == "pp_comm" and source.rank != task.rank:
+                assert source.group == (source.rank, task.rank)  # sent to this very rank
