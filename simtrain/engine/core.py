@@ -62,17 +62,22 @@ def execute(program: Program, durations_s: Sequence[float]) -> EngineResult:
     dependents: list[list[int]] = [[] for _ in range(num_tasks)]
     arrivals: dict[str, int] = defaultdict(int)
     streams: dict[tuple[int, str], list[int]] = defaultdict(list)
+    keyed: list[int] = []
     for index, task in enumerate(tasks):
         streams[(task.rank, task.stream)].append(index)
         if task.collective_key:
             arrivals[task.collective_key] += 1
-        for dep in set(task.deps):
+            keyed.append(index)
+        deps = task.deps
+        for dep in deps if len(deps) < 2 else set(deps):
             pending[index] += 1
             dependents[dep].append(index)
     # Only collectives with several tasks (one per simulated member) need a rendezvous.
-    keys = [
-        task.collective_key if arrivals.get(task.collective_key, 0) > 1 else "" for task in tasks
-    ]
+    keys = [""] * num_tasks
+    for index in keyed:
+        key = tasks[index].collective_key
+        if arrivals[key] > 1:
+            keys[index] = key
     gates: dict[str, simpy.Event] = {key: env.event() for key in set(keys) if key}
     wake: dict[int, simpy.Event] = {}
     wakes = 0

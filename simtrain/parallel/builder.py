@@ -353,10 +353,10 @@ class _StepAssembler:
         """Assemble all simulated ranks, then resolve cross-rank dependencies."""
         for rank in self.program.simulated_ranks:
             self._build_rank(rank)
+        p2p = self.p2p
         for index, task_deps in self.deps.items():
-            self.program.tasks[index].deps = tuple(
-                dict.fromkeys(self.p2p[d] if isinstance(d, str) else d for d in task_deps)
-            )
+            deps = tuple(p2p[d] if isinstance(d, str) else d for d in task_deps)
+            self.program.tasks[index].deps = deps if len(deps) < 2 else tuple(dict.fromkeys(deps))
         return self.program
 
     def _send(
