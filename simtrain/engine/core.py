@@ -59,7 +59,7 @@ def execute(program: Program, durations_s: Sequence[float]) -> EngineResult:
     # Dependencies are counted down as tasks finish; a stream only yields (and only then
     # creates an event) when its next task still waits for something.
     pending = [0] * num_tasks
-    dependents: list[list[int]] = [[] for _ in range(num_tasks)]
+    dependents: dict[int, list[int]] = defaultdict(list)
     arrivals: dict[str, int] = defaultdict(int)
     streams: dict[tuple[int, str], list[int]] = defaultdict(list)
     keyed: list[int] = []
@@ -103,7 +103,7 @@ def execute(program: Program, durations_s: Sequence[float]) -> EngineResult:
             if duration > 0:
                 yield timeout(duration)
             end[index] = env.now
-            for waiter in dependents[index]:
+            for waiter in dependents.get(index, ()):
                 pending[waiter] -= 1
                 if not pending[waiter]:
                     event = wake.pop(waiter, None)
