@@ -7,9 +7,8 @@ import warnings
 from importlib.metadata import PackageNotFoundError, version
 
 from simtrain.catalog import get_accelerator, get_link
-from simtrain.compute.roofline import RooflineComputeModel
+from simtrain.compute.roofline import RooflineComputeModel, check_dtype
 from simtrain.engine import run_program
-from simtrain.errors import SpecError
 from simtrain.memory import estimate_memory
 from simtrain.metrics.flops import step_flops
 from simtrain.metrics.result import MemorySummary, SimulationResult
@@ -37,12 +36,7 @@ def check_hardware(spec: ExperimentSpec) -> None:
     acc = get_accelerator(spec.cluster.accelerator)
     get_link(spec.cluster.scale_up_link or acc.scale_up_link, "cluster.scale_up_link")
     get_link(spec.cluster.scale_out_link or acc.scale_out_link, "cluster.scale_out_link")
-    if spec.training.dtype not in acc.peak_flops:
-        valid = ", ".join(k for k in acc.peak_flops if k != "tf32")
-        raise SpecError(
-            f"'training.dtype' must be supported by {acc.name} "
-            f"(got {spec.training.dtype!r}; valid: {valid})"
-        )
+    check_dtype(acc, spec.training.dtype)
 
 
 def network_model_for(spec: ExperimentSpec) -> NetworkModel:

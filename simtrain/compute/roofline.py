@@ -38,6 +38,16 @@ class ComputeModel(Protocol):
         ...
 
 
+def check_dtype(accelerator: AcceleratorSpec, dtype: str) -> None:
+    """Reject a training dtype the accelerator has no peak for, listing the ones it has."""
+    if dtype not in accelerator.peak_flops:
+        valid = ", ".join(k for k in accelerator.peak_flops if k != "tf32")
+        raise SpecError(
+            f"'training.dtype' must be supported by {accelerator.name} "
+            f"(got {dtype!r}; valid: {valid})"
+        )
+
+
 class RooflineComputeModel:
     """Roofline compute model of one accelerator at one dtype (see the module docstring)."""
 
@@ -47,12 +57,7 @@ class RooflineComputeModel:
         dtype: str = "bf16",
         calibration: ComputeCalibration | None = None,
     ) -> None:
-        if dtype not in accelerator.peak_flops:
-            valid = ", ".join(k for k in accelerator.peak_flops if k != "tf32")
-            raise SpecError(
-                f"'training.dtype' must be supported by {accelerator.name} "
-                f"(got {dtype!r}; valid: {valid})"
-            )
+        check_dtype(accelerator, dtype)
         self.accelerator = accelerator
         self.calibration = calibration or calibration_for(accelerator.name)
         self.peak_flops = accelerator.peak_flops[dtype]

@@ -55,13 +55,6 @@ def comm_category(axis: str) -> str:
     return f"{axis.split('-')[0].split('_')[0]}_comm"
 
 
-def weight_elements(ops: Sequence[Op]) -> int:
-    """Local weight elements of the GEMMs whose weight gradients appear in ``ops``."""
-    return sum(
-        op.m * op.n * op.batch for op in ops if op.kind == "gemm" and op.phase == "bwd_weight"
-    )
-
-
 @dataclass
 class _RankBuilder:
     """Appends one rank's tasks; tracks what the next compute task has to wait for."""
@@ -187,8 +180,12 @@ class _ChunkOps:
     backward: tuple[Op, ...]  # including weight gradients
     backward_input: tuple[Op, ...]  # without weight gradients (for schedules with W)
     weight: tuple[Op, ...]  # the weight gradients alone
-    weight_elements: int  # local weight elements, for gradient buckets and the optimizer
-    embedding_elements: int  # of which the input embedding tables (first chunk only)
+    layer_elements: dict[int, int]  # local weight elements per layer (-1: input embedding)
+
+    @property
+    def weight_elements(self) -> int:
+        """Local weight elements of the chunk, for the optimizer and the parameter gather."""
+        return sum(self.layer_elements.values())
 
 
 def _recomputed(ops: Sequence[Op]) -> tuple[Op, ...]:
@@ -233,9 +230,10 @@ def _chunk_ops(
         ) * model.hidden_size
     backward_input = [op for op in backward if op.phase != "bwd_weight"]
     weight = tuple(op for op in backward if op.phase == "bwd_weight")
-    if spec.parallel.zero_stage == 3 and (spec.parallel.dp or 1) * spec.parallel.cp > 1:
-        per_layer_elements = _layer_weight_elements(backward)
+    per_layer_elements = _layer_weight_elements(backward)
+    if embedding:
         per_layer_elements[-1] += embedding
+    if spec.parallel.zero_stage == 3 and (spec.parallel.dp or 1) * spec.parallel.cp > 1:
         forward = _with_param_gathers(forward, per_layer_elements, SHARD_AXIS)
         backward = _with_param_gathers(backward, per_layer_elements, SHARD_AXIS)
         backward_input = _with_param_gathers(backward_input, per_layer_elements, SHARD_AXIS)
@@ -244,8 +242,7 @@ def _chunk_ops(
         backward=tuple(backward),
         backward_input=tuple(backward_input),
         weight=weight,
-        weight_elements=weight_elements(backward) + embedding,
-        embedding_elements=embedding,
+        layer_elements=dict(per_layer_elements),
     )
 
 
@@ -437,8 +434,7 @@ class _StepAssembler:
                 self._send(rb, f"{pipeline}:B{chunk}:{mb}", chunk - 1, label, chunk, mb, after)
             if owns_grads:
                 local_elements += self.chunks[chunk].weight_elements
-                per_layer = _layer_weight_elements(getattr(self.chunks[chunk], body))
-                per_layer[-1] += self.chunks[chunk].embedding_elements
+                per_layer = self.chunks[chunk].layer_elements
                 for layer, task in last_of_layer.items():
                     grads.add(per_layer.get(layer, 0) * self.grad_bytes, task, overlap=hooks)
         grads.flush(rb.last_compute)

@@ -65,22 +65,30 @@ class ParameterCount:
         return self.total - self.mlp_experts + self.active_experts
 
 
-def attention_params_per_layer(model: ModelSpec) -> int:
-    """Q, K, V and output projections of one layer (plus biases when the model has them)."""
+def _attention_weights(model: ModelSpec) -> int:
+    """Weight-matrix elements of one layer's Q, K, V and output projections."""
     h, d = model.hidden_size, model.head_size
     q, kv = model.num_heads * d, model.kv_heads * d
-    weights = h * (q + 2 * kv) + q * h
-    biases = (q + 2 * kv + h) if model.use_bias else 0
-    return weights + biases
+    return h * (q + 2 * kv) + q * h
+
+
+def _mlp_matrices(model: ModelSpec) -> int:
+    """Matrices of one MLP: 2 for GELU, 3 (gate, up, down) for SwiGLU."""
+    return 3 if model.activation == "swiglu" else 2
+
+
+def attention_params_per_layer(model: ModelSpec) -> int:
+    """Q, K, V and output projections of one layer (plus biases when the model has them)."""
+    q, kv = model.num_heads * model.head_size, model.kv_heads * model.head_size
+    biases = (q + 2 * kv + model.hidden_size) if model.use_bias else 0
+    return _attention_weights(model) + biases
 
 
 def mlp_params(model: ModelSpec, ffn: int) -> int:
-    """One MLP of hidden width ``ffn``: 2 matrices for GELU, 3 (gate, up, down) for SwiGLU."""
-    h = model.hidden_size
-    matrices = 3 if model.activation == "swiglu" else 2
-    weights = matrices * h * ffn
-    biases = ((matrices - 1) * ffn + h) if model.use_bias else 0
-    return weights + biases
+    """One MLP of hidden width ``ffn`` (plus biases when the model has them)."""
+    matrices = _mlp_matrices(model)
+    biases = ((matrices - 1) * ffn + model.hidden_size) if model.use_bias else 0
+    return matrices * model.hidden_size * ffn + biases
 
 
 def norm_params(model: ModelSpec) -> int:
@@ -125,10 +133,9 @@ def matmul_params_per_token(model: ModelSpec) -> int:
 
     Biases, norms and the embedding lookup are excluded; the LM head is included (tied or not).
     """
-    h, d, layers = model.hidden_size, model.head_size, model.num_layers
-    q, kv = model.num_heads * d, model.kv_heads * d
-    attention = h * (q + 2 * kv) + q * h
-    matrices = 3 if model.activation == "swiglu" else 2
+    h, layers = model.hidden_size, model.num_layers
+    attention = _attention_weights(model)
+    matrices = _mlp_matrices(model)
     num_moe = model.num_moe_layers
     dense_mlp = matrices * h * model.ffn_size
     moe_mlp = (

@@ -12,6 +12,19 @@ from simtrain.traceio.chakra_export import _encode
 from tests.trace.helpers import cli
 
 
+def replay(capsys, directory: Path):
+    """``simtrain replay DIRECTORY`` on an H100 SuperPOD: (exit code, stdout, stderr)."""
+    return cli(
+        capsys,
+        "replay",
+        str(directory),
+        "--topology",
+        "dgx-h100-superpod",
+        "--accelerator",
+        "H100-SXM",
+    )
+
+
 def node(node_id, type_=pb.COMP_NODE, deps=(), **attrs):
     n = pb.Node(id=node_id, name=f"n{node_id}", type=type_, ctrl_deps=list(deps))
     n.duration_micros = 10
@@ -173,15 +186,7 @@ CASES: dict[str, tuple[Callable[[], dict[str, bytes | str]], str]] = {
 def test_broken_trace_gives_one_line_error(case, tmp_path, capsys):
     build, fragment = CASES[case]
     directory = write(tmp_path / case, build())
-    code, _, err = cli(
-        capsys,
-        "replay",
-        str(directory),
-        "--topology",
-        "dgx-h100-superpod",
-        "--accelerator",
-        "H100-SXM",
-    )
+    code, _, err = replay(capsys, directory)
     assert code == 2
     assert err.startswith("error: ") and err.count("\n") == 1, err
     assert "Traceback" not in err
@@ -191,30 +196,14 @@ def test_broken_trace_gives_one_line_error(case, tmp_path, capsys):
 def test_node_count_limit(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr("simtrain.traceio.chakra.MAX_NODES_PER_RANK", 10)
     directory = write(tmp_path / "many", {"t.0.et": et_bytes([node(i) for i in range(11)])})
-    code, _, err = cli(
-        capsys,
-        "replay",
-        str(directory),
-        "--topology",
-        "dgx-h100-superpod",
-        "--accelerator",
-        "H100-SXM",
-    )
+    code, _, err = replay(capsys, directory)
     assert code == 2 and "t.0.et: the number of nodes must be at most 10 (got 11)" in err
 
 
 def test_file_size_limit(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr("simtrain.traceio.limits.MAX_FILE_BYTES", 16)
     directory = write(tmp_path / "big", {"t.0.et": et_bytes(GOOD * 5)})
-    code, _, err = cli(
-        capsys,
-        "replay",
-        str(directory),
-        "--topology",
-        "dgx-h100-superpod",
-        "--accelerator",
-        "H100-SXM",
-    )
+    code, _, err = replay(capsys, directory)
     assert code == 2 and "t.0.et: file size must be at most 16 bytes" in err
 
 
