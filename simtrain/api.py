@@ -7,8 +7,7 @@ import warnings
 from importlib.metadata import PackageNotFoundError, version
 
 from simtrain.catalog import get_accelerator, get_link
-from simtrain.compute.roofline import RooflineComputeModel, check_dtype
-from simtrain.engine import run_program
+from simtrain.compute.roofline import ComputeModel, RooflineComputeModel, check_dtype
 from simtrain.memory import estimate_memory
 from simtrain.metrics.flops import step_flops
 from simtrain.metrics.result import MemorySummary, SimulationResult
@@ -65,6 +64,15 @@ def network_model_for(spec: ExperimentSpec) -> NetworkModel:
     return AlphaBetaNetwork.from_cluster(spec.cluster)
 
 
+def compute_model_for(spec: ExperimentSpec) -> ComputeModel:
+    """The compute model of the experiment's accelerator and training dtype.
+
+    The engine and the analytical estimator (:mod:`simtrain.estimator`) both time compute
+    through this one model.
+    """
+    return RooflineComputeModel(get_accelerator(spec.cluster.accelerator), spec.training.dtype)
+
+
 def simulate(spec: ExperimentSpec, full: bool | None = None) -> SimulationResult:
     """Simulate one training step of ``spec``.
 
@@ -76,12 +84,13 @@ def simulate(spec: ExperimentSpec, full: bool | None = None) -> SimulationResult
     Raises:
         SpecError: the spec names hardware the catalog lacks, or a dtype it cannot run.
     """
+    from simtrain.engine import run_program  # SimPy loads with the first simulation
+
     began = time.perf_counter()
     check_hardware(spec)
     acc = get_accelerator(spec.cluster.accelerator)
     program = build_program(spec, full)
-    compute = RooflineComputeModel(acc, spec.training.dtype)
-    engine = run_program(program, compute, network_model_for(spec))
+    engine = run_program(program, compute_model_for(spec), network_model_for(spec))
     memory = estimate_memory(spec, acc.hbm_capacity_bytes)
     return SimulationResult(
         spec=spec,

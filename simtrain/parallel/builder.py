@@ -173,7 +173,7 @@ class _RankBuilder:
 
 
 @dataclass(frozen=True)
-class _ChunkOps:
+class ChunkOps:
     """Ops of one model chunk for one microbatch, per action kind."""
 
     forward: tuple[Op, ...]
@@ -194,9 +194,10 @@ def _recomputed(ops: Sequence[Op]) -> tuple[Op, ...]:
     return tuple(replace(op, phase="recompute") for op in ops)
 
 
-def _chunk_ops(
+def chunk_ops(
     spec: ExperimentSpec, shard: Shard, layers: range, first: bool, last: bool
-) -> _ChunkOps:
+) -> ChunkOps:
+    """Ops of one model chunk (``layers``; ``first``/``last``: it holds the embedding/head)."""
     model, recompute = spec.model, spec.parallel.recompute
     forward: list[Op] = []
     backward: list[Op] = []
@@ -237,13 +238,36 @@ def _chunk_ops(
         forward = _with_param_gathers(forward, per_layer_elements, SHARD_AXIS)
         backward = _with_param_gathers(backward, per_layer_elements, SHARD_AXIS)
         backward_input = _with_param_gathers(backward_input, per_layer_elements, SHARD_AXIS)
-    return _ChunkOps(
+    return ChunkOps(
         forward=tuple(forward),
         backward=tuple(backward),
         backward_input=tuple(backward_input),
         weight=weight,
         layer_elements=dict(per_layer_elements),
     )
+
+
+def make_shard(spec: ExperimentSpec) -> Shard:
+    """How one rank's share of every layer is cut under the experiment's parallel settings."""
+    p = spec.parallel
+    return Shard(
+        p.micro_batch_size,
+        p.tp,
+        p.sp,
+        p.cp,
+        p.ep,
+        spec.training.dtype,
+        spec.training.attention_kernel,
+        p.cp_algorithm,
+    )
+
+
+def p2p_op(spec: ExperimentSpec) -> Op:
+    """The pipeline transfer of one microbatch's activations (or their gradients)."""
+    p, model = spec.parallel, spec.model
+    # Activations cross stages scattered over the TP group (Narayanan et al. §4.1).
+    size = p.micro_batch_size * model.seq_length // p.cp * model.hidden_size * ACT_BYTES // p.tp
+    return Op(name="send_recv", kind="p2p", comm="send_recv", axis="pp", comm_bytes=size)
 
 
 def _with_param_gathers(ops: Sequence[Op], elements: dict[int, int], axis: str) -> list[Op]:
@@ -295,18 +319,9 @@ class _StepAssembler:
         self.spec, self.p = spec, p
         self.layout = make_layout(spec)
         self.num_chunks = p.pp * p.vpp
-        shard = Shard(
-            p.micro_batch_size,
-            p.tp,
-            p.sp,
-            p.cp,
-            p.ep,
-            spec.training.dtype,
-            spec.training.attention_kernel,
-            p.cp_algorithm,
-        )
+        shard = make_shard(spec)
         self.chunks = [
-            _chunk_ops(spec, shard, layers, c == 0, c == self.num_chunks - 1)
+            chunk_ops(spec, shard, layers, c == 0, c == self.num_chunks - 1)
             for c, layers in enumerate(chunk_layers(model.num_layers, self.num_chunks))
         ]
         self.schedule_name = p.pipeline_schedule if p.pp > 1 else "1f1b"
@@ -327,13 +342,7 @@ class _StepAssembler:
         self.instances: dict[str, int] = {}  # collective key -> its one task
         self._segment_cache: dict[tuple[int, str, bool], SegmentPlan] = {}
         self.p2p: dict[str, int] = {}
-        # Activations cross stages scattered over the TP group (Narayanan et al. §4.1).
-        self.p2p_bytes = (
-            p.micro_batch_size * model.seq_length // p.cp * model.hidden_size * ACT_BYTES // p.tp
-        )
-        self.p2p_op = Op(
-            name="send_recv", kind="p2p", comm="send_recv", axis="pp", comm_bytes=self.p2p_bytes
-        )
+        self.p2p_op = p2p_op(spec)
         self.grad_bytes = GRAD_BYTES[spec.training.grad_reduce_dtype]
         self.dp_axis = "dp-cp" if p.cp > 1 else "dp"
 

@@ -1,0 +1,257 @@
+"""Timing of one model chunk's actions, from a few of its layers.
+
+A chunk of n identical transformer layers (plus the embedding on the first chunk and the LM
+head on the last) repeats the same ops per layer, so every time its action walk produces
+(:mod:`simtrain.estimator.walk`) grows by the same amount per added layer. The ops of the
+chunk are therefore built for k = 2, 3 and 4 of its layers only (with
+:func:`simtrain.parallel.builder.chunk_ops`, the builder's own function), walked, and
+extrapolated linearly to n layers. Each sample's walk is exact, and the extrapolation is
+exact when the increments from 2 to 3 and from 3 to 4 layers agree, which is checked; when
+they do not (a transient longer than a layer), when the chunk mixes dense and MoE layers, or
+when n <= 4, the whole chunk is built and walked instead.
+
+A dense model's layers are all alike, so its samples are layers 0-3 whatever the chunk:
+chunks of every size and position share one set of samples (per first/last flags).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from simtrain.estimator.walk import ActionTiming
+from simtrain.parallel.builder import ChunkOps, chunk_ops
+from simtrain.parallel.segments import SegmentPlan, segment_ops
+from simtrain.specs.experiment import ExperimentSpec
+from simtrain.workload.transformer import Shard
+
+SAMPLE_LAYERS: tuple[int, int, int] = (2, 3, 4)
+"""Layers per sample; the increments 2→3 and 3→4 must agree for the extrapolation."""
+_TOLERANCE = 1e-9
+BODIES: tuple[str, ...] = ("forward", "backward", "backward_input", "weight")
+"""The op sequences of a chunk an action can run (:class:`~simtrain.parallel.builder.ChunkOps`)."""
+Walker = Callable[[SegmentPlan], ActionTiming]
+"""Times a plan on one rank (:func:`~simtrain.estimator.walk.walk` with that rank's models)."""
+CommKey = tuple[str, str, float]
+"""(axis, collective kind, size) of a communication op: what its time depends on."""
+
+
+def chunk_base(spec: ExperimentSpec, layers: range) -> tuple[int, bool]:
+    """Where a chunk's ops are built from, and whether it is sampled.
+
+    Every layer of a dense model is alike, so a chunk's ops are built from layer 0 whatever
+    its position (chunks of one size share them; an MoE model's are built from the chunk's
+    own layers). A chunk is sampled when it has more layers than the largest sample and
+    they are all of one kind.
+
+    Examples:
+        >>> from simtrain.specs.loader import load_experiment
+        >>> spec = load_experiment("experiments/quickstart.yaml")
+        >>> chunk_base(spec, range(8, 16)), chunk_base(spec, range(8, 12))
+        ((0, True), (0, False))
+    """
+    model = spec.model
+    base = layers.start if model.is_moe else 0
+    uniform = len({model.is_moe_layer(i) for i in layers}) == 1
+    return base, uniform and len(layers) > SAMPLE_LAYERS[-1]
+
+
+@dataclass
+class ChunkSource:
+    """Ops and segment plans of the chunks with given first/last flags (built once, shared).
+
+    Attributes:
+        spec: an experiment with the op settings of every spec using this source.
+        shard: how a rank's share of each layer is cut.
+        first: the chunks hold the input embedding.
+        last: the chunks hold the head and the loss.
+    """
+
+    spec: ExperimentSpec
+    shard: Shard
+    first: bool
+    last: bool
+    _ops: dict[tuple[int, int], ChunkOps] = field(default_factory=dict)
+    _plans: dict[tuple[str, bool, int, int], SegmentPlan] = field(default_factory=dict)
+    _comm: dict[tuple[int, int], tuple[CommKey, ...]] = field(default_factory=dict)
+    _elements: dict[tuple[Any, ...], tuple[dict[int, int], int]] = field(default_factory=dict)
+
+    def ops(self, layers: range) -> ChunkOps:
+        """The ops of a chunk holding ``layers`` (cached)."""
+        key = (layers.start, layers.stop)
+        ops = self._ops.get(key)
+        if ops is None:
+            ops = self._ops[key] = chunk_ops(self.spec, self.shard, layers, self.first, self.last)
+        return ops
+
+    def plan(self, body: str, hooks: bool, layers: range) -> SegmentPlan:
+        """Segment plan of one body of a chunk holding ``layers`` (cached)."""
+        key = (body, hooks, layers.start, layers.stop)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = segment_ops(getattr(self.ops(layers), body), hooks)
+        return plan
+
+    def comm_keys(self, layers: range) -> tuple[CommKey, ...]:
+        """The distinct communication ops of a chunk holding ``layers``."""
+        key = (layers.start, layers.stop)
+        keys = self._comm.get(key)
+        if keys is None:
+            ops = self.ops(layers)
+            found = {
+                (op.axis, op.comm, op.comm_bytes)
+                for body in BODIES
+                for op in getattr(ops, body)
+                if op.is_comm
+            }
+            keys = self._comm[key] = tuple(sorted(found))
+        return keys
+
+    def elements(self, chunk: Chunk) -> tuple[dict[int, int], int]:
+        """Local weight elements of each layer of ``chunk`` (-1: embedding), and their sum."""
+        layers = chunk.layers
+        key = (layers.start, layers.stop, chunk.base, chunk.sampled)
+        cached = self._elements.get(key)
+        if cached is None:
+            probe = self.ops(chunk.probe).layer_elements
+            num_layers = self.spec.model.num_layers
+            ends = {k: v for k, v in probe.items() if not 0 <= k < num_layers}
+            if chunk.sampled:
+                per_layer = {i: probe.get(chunk.base, 0) for i in layers}
+            else:
+                per_layer = {i: probe.get(i - chunk.offset, 0) for i in layers}
+            per_layer.update(ends)
+            cached = self._elements[key] = (per_layer, sum(per_layer.values()))
+        return cached
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One model chunk of a configuration, with where its timing comes from.
+
+    Attributes:
+        source: its ops.
+        layers: its transformer layers.
+        base: the layer its ops are built from (:func:`chunk_base`).
+        sampled: its ops are built for 2, 3 and 4 layers and extrapolated.
+    """
+
+    source: ChunkSource
+    layers: range
+    base: int
+    sampled: bool
+
+    @property
+    def offset(self) -> int:
+        """Its first layer minus the first layer its ops are built from."""
+        return self.layers.start - self.base
+
+    @property
+    def probe(self) -> range:
+        """The layers whose ops stand for the chunk's: the widest sample, or the chunk."""
+        width = SAMPLE_LAYERS[-1] if self.sampled else len(self.layers)
+        return range(self.base, self.base + width)
+
+    def _whole(self, body: str, hooks: bool, walker: Walker) -> ActionTiming:
+        """Walk the whole chunk (built from ``base``), its layers renamed to the chunk's."""
+        whole = range(self.base, self.base + len(self.layers))
+        timing = walker(self.source.plan(body, hooks, whole))
+        if not self.offset:
+            return timing
+        renamed = tuple(
+            (layer + self.offset if layer in whole else layer, end)
+            for layer, end in timing.layer_end_s
+        )
+        return replace(timing, layer_end_s=renamed)
+
+    def timing(self, body: str, hooks: bool, walker: Walker) -> ActionTiming:
+        """Timing of one action of the whole chunk (see the module docstring)."""
+        if not self.sampled:
+            return self._whole(body, hooks, walker)
+        t2, t3, t4 = (
+            walker(self.source.plan(body, hooks, range(self.base, self.base + k)))
+            for k in SAMPLE_LAYERS
+        )
+        timing = _extrapolate(t2, t3, t4, self, hooks)
+        if timing is None:  # not periodic from two layers on: walk the whole chunk
+            return self._whole(body, hooks, walker)
+        return timing
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= _TOLERANCE * max(1.0, abs(a), abs(b))
+
+
+def _extrapolate(
+    t2: ActionTiming, t3: ActionTiming, t4: ActionTiming, chunk: Chunk, hooks: bool
+) -> ActionTiming | None:
+    """The 4-layer timing grown to the chunk's layers, or None if the samples are not periodic.
+
+    Per-layer end times matter only where gradient buckets hook onto layers (``hooks``: the
+    plan is cut at layer boundaries); elsewhere a layer's compute may share a task with its
+    neighbours, and every layer is given the action's compute end.
+    """
+    comm2, comm3, comm4 = dict(t2.comm_s), dict(t3.comm_s), dict(t4.comm_s)
+    if not set(comm2) == set(comm3) == set(comm4):
+        return None
+    series = [
+        (t2.compute_end_s, t3.compute_end_s, t4.compute_end_s),
+        (t2.tail_end_s, t3.tail_end_s, t4.tail_end_s),
+        (t2.busy_s, t3.busy_s, t4.busy_s),
+        *((comm2[k], comm3[k], comm4[k]) for k in comm4),
+    ]
+    if not all(_close(b - a, c - b) for a, b, c in series):
+        return None
+    extra = len(chunk.layers) - SAMPLE_LAYERS[-1]
+    step = t4.compute_end_s - t3.compute_end_s
+
+    def grow(three: tuple[float, float, float]) -> float:
+        return three[2] + extra * (three[2] - three[1])
+
+    if hooks:
+        layer_ends = _layer_ends(t4, step, extra, chunk)
+        if layer_ends is None:
+            return None
+    else:
+        end = grow(series[0])
+        layers = {layer for layer, _ in t4.layer_end_s if layer not in chunk.probe}
+        layer_ends = tuple((layer, end) for layer in [*chunk.layers, *sorted(layers)])
+
+    return ActionTiming(
+        compute_end_s=grow(series[0]),
+        tail_end_s=grow(series[1]),
+        busy_s=grow(series[2]),
+        comm_s=tuple((k, grow(s)) for k, s in zip(comm4, series[3:], strict=True)),
+        layer_end_s=layer_ends,
+    )
+
+
+def _layer_ends(
+    t4: ActionTiming, step: float, extra: int, chunk: Chunk
+) -> tuple[tuple[int, float], ...] | None:
+    """Per-layer end times of the whole chunk from the 4-layer sample's, or None.
+
+    The sample's transformer layers appear in one direction (ascending in a forward,
+    descending in a backward), each ``step`` after the previous from the second on; the whole
+    chunk's appear in the same direction with the same spacing. The head and embedding
+    entries keep their place: before the layers as they are, after them shifted by the
+    added layers.
+    """
+    sampled = chunk.probe
+    entries = list(t4.layer_end_s)
+    at = [i for i, (layer, _) in enumerate(entries) if layer in sampled]
+    if len(at) != len(sampled) or at != list(range(at[0], at[0] + len(at))):
+        return None
+    times = [entries[i][1] for i in at]
+    if not all(_close(b - a, step) for a, b in itertools.pairwise(times[1:])):
+        return None
+    descending = entries[at[0]][0] == sampled[-1]
+    order = reversed(chunk.layers) if descending else iter(chunk.layers)
+    ends = [
+        (layer, times[0] if j == 0 else times[1] + (j - 1) * step) for j, layer in enumerate(order)
+    ]
+    before = entries[: at[0]]
+    after = [(layer, end + extra * step) for layer, end in entries[at[-1] + 1 :]]
+    return tuple([*before, *ends, *after])
