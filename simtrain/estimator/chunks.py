@@ -3,15 +3,18 @@
 A chunk of n identical transformer layers (plus the embedding on the first chunk and the LM
 head on the last) repeats the same ops per layer, so every time its action walk produces
 (:mod:`simtrain.estimator.walk`) grows by the same amount per added layer. The ops of the
-chunk are therefore built for k = 2, 3 and 4 of its layers only (with
+chunk are therefore built for k = 1, 2 and 3 of its layers only (with
 :func:`simtrain.parallel.builder.chunk_ops`, the builder's own function), walked, and
 extrapolated linearly to n layers. Each sample's walk is exact, and the extrapolation is
-exact when the increments from 2 to 3 and from 3 to 4 layers agree, which is checked; when
+exact when the increments from 1 to 2 and from 2 to 3 layers agree, which is checked; when
 they do not (a transient longer than a layer), when the chunk mixes dense and MoE layers, or
-when n <= 4, the whole chunk is built and walked instead.
+when n <= 3, the whole chunk is built and walked instead.
 
-A dense model's layers are all alike, so its samples are layers 0-3 whatever the chunk:
-chunks of every size and position share one set of samples (per first/last flags).
+A dense model's layers are all alike, so its samples are layers 0-2 whatever the chunk:
+chunks of every size and position share one set of samples (per first/last flags). Timings
+and weight counts therefore name a chunk's transformer layers by their position in the chunk
+(0 for its first layer), keeping -1 for the input embedding and ``num_layers`` for the head,
+so chunks of one size share them wherever they sit.
 """
 
 from __future__ import annotations
@@ -27,8 +30,12 @@ from simtrain.parallel.segments import SegmentPlan, segment_ops
 from simtrain.specs.experiment import ExperimentSpec
 from simtrain.workload.transformer import Shard
 
-SAMPLE_LAYERS: tuple[int, int, int] = (2, 3, 4)
-"""Layers per sample; the increments 2→3 and 3→4 must agree for the extrapolation."""
+SAMPLE_LAYERS: tuple[int, int, int] = (1, 2, 3)
+"""Layers per sample; the increments 1→2 and 2→3 must agree for the extrapolation.
+
+Each added layer adds its ops and one layer-to-layer boundary, so a chunk's times are
+linear in its layers from one layer on unless something spans layers (then the check fails
+and the whole chunk is walked)."""
 _TOLERANCE = 1e-9
 BODIES: tuple[str, ...] = ("forward", "backward", "backward_input", "weight")
 """The op sequences of a chunk an action can run (:class:`~simtrain.parallel.builder.ChunkOps`)."""
@@ -49,7 +56,7 @@ def chunk_base(spec: ExperimentSpec, layers: range) -> tuple[int, bool]:
     Examples:
         >>> from simtrain.specs.loader import load_experiment
         >>> spec = load_experiment("experiments/quickstart.yaml")
-        >>> chunk_base(spec, range(8, 16)), chunk_base(spec, range(8, 12))
+        >>> chunk_base(spec, range(8, 16)), chunk_base(spec, range(8, 11))
         ((0, True), (0, False))
     """
     model = spec.model
@@ -110,19 +117,17 @@ class ChunkSource:
         return keys
 
     def elements(self, chunk: Chunk) -> tuple[dict[int, int], int]:
-        """Local weight elements of each layer of ``chunk`` (-1: embedding), and their sum."""
-        layers = chunk.layers
-        key = (layers.start, layers.stop, chunk.base, chunk.sampled)
+        """Local weight elements of each layer of ``chunk`` by position, and their sum."""
+        size = len(chunk.layers)
+        key = (size, chunk.base, chunk.sampled)
         cached = self._elements.get(key)
         if cached is None:
             probe = self.ops(chunk.probe).layer_elements
             num_layers = self.spec.model.num_layers
-            ends = {k: v for k, v in probe.items() if not 0 <= k < num_layers}
-            if chunk.sampled:
-                per_layer = {i: probe.get(chunk.base, 0) for i in layers}
-            else:
-                per_layer = {i: probe.get(i - chunk.offset, 0) for i in layers}
-            per_layer.update(ends)
+            per_layer = {k: v for k, v in probe.items() if not 0 <= k < num_layers}
+            for position in range(size):
+                layer = chunk.base + (0 if chunk.sampled else position)
+                per_layer[position] = probe.get(layer, 0)
             cached = self._elements[key] = (per_layer, sum(per_layer.values()))
         return cached
 
@@ -135,7 +140,7 @@ class Chunk:
         source: its ops.
         layers: its transformer layers.
         base: the layer its ops are built from (:func:`chunk_base`).
-        sampled: its ops are built for 2, 3 and 4 layers and extrapolated.
+        sampled: its ops are built for 1, 2 and 3 layers and extrapolated.
     """
 
     source: ChunkSource
@@ -144,24 +149,19 @@ class Chunk:
     sampled: bool
 
     @property
-    def offset(self) -> int:
-        """Its first layer minus the first layer its ops are built from."""
-        return self.layers.start - self.base
-
-    @property
     def probe(self) -> range:
         """The layers whose ops stand for the chunk's: the widest sample, or the chunk."""
         width = SAMPLE_LAYERS[-1] if self.sampled else len(self.layers)
         return range(self.base, self.base + width)
 
     def _whole(self, body: str, hooks: bool, walker: Walker) -> ActionTiming:
-        """Walk the whole chunk (built from ``base``), its layers renamed to the chunk's."""
+        """Walk the whole chunk (built from ``base``), its layers named by position."""
         whole = range(self.base, self.base + len(self.layers))
         timing = walker(self.source.plan(body, hooks, whole))
-        if not self.offset:
+        if not self.base:
             return timing
         renamed = tuple(
-            (layer + self.offset if layer in whole else layer, end)
+            (layer - self.base if layer in whole else layer, end)
             for layer, end in timing.layer_end_s
         )
         return replace(timing, layer_end_s=renamed)
@@ -170,12 +170,12 @@ class Chunk:
         """Timing of one action of the whole chunk (see the module docstring)."""
         if not self.sampled:
             return self._whole(body, hooks, walker)
-        t2, t3, t4 = (
+        ta, tb, tc = (
             walker(self.source.plan(body, hooks, range(self.base, self.base + k)))
             for k in SAMPLE_LAYERS
         )
-        timing = _extrapolate(t2, t3, t4, self, hooks)
-        if timing is None:  # not periodic from two layers on: walk the whole chunk
+        timing = _extrapolate(ta, tb, tc, self, hooks)
+        if timing is None:  # not linear in its layers: walk the whole chunk
             return self._whole(body, hooks, walker)
         return timing
 
@@ -185,53 +185,53 @@ def _close(a: float, b: float) -> bool:
 
 
 def _extrapolate(
-    t2: ActionTiming, t3: ActionTiming, t4: ActionTiming, chunk: Chunk, hooks: bool
+    ta: ActionTiming, tb: ActionTiming, tc: ActionTiming, chunk: Chunk, hooks: bool
 ) -> ActionTiming | None:
-    """The 4-layer timing grown to the chunk's layers, or None if the samples are not periodic.
+    """The 3-layer timing grown to the chunk's layers, or None if the samples are not linear.
 
     Per-layer end times matter only where gradient buckets hook onto layers (``hooks``: the
     plan is cut at layer boundaries); elsewhere a layer's compute may share a task with its
     neighbours, and every layer is given the action's compute end.
     """
-    comm2, comm3, comm4 = dict(t2.comm_s), dict(t3.comm_s), dict(t4.comm_s)
-    if not set(comm2) == set(comm3) == set(comm4):
+    comm_a, comm_b, comm_c = dict(ta.comm_s), dict(tb.comm_s), dict(tc.comm_s)
+    if not set(comm_a) == set(comm_b) == set(comm_c):
         return None
     series = [
-        (t2.compute_end_s, t3.compute_end_s, t4.compute_end_s),
-        (t2.tail_end_s, t3.tail_end_s, t4.tail_end_s),
-        (t2.busy_s, t3.busy_s, t4.busy_s),
-        *((comm2[k], comm3[k], comm4[k]) for k in comm4),
+        (ta.compute_end_s, tb.compute_end_s, tc.compute_end_s),
+        (ta.tail_end_s, tb.tail_end_s, tc.tail_end_s),
+        (ta.busy_s, tb.busy_s, tc.busy_s),
+        *((comm_a[k], comm_b[k], comm_c[k]) for k in comm_c),
     ]
     if not all(_close(b - a, c - b) for a, b, c in series):
         return None
     extra = len(chunk.layers) - SAMPLE_LAYERS[-1]
-    step = t4.compute_end_s - t3.compute_end_s
+    step = tc.compute_end_s - tb.compute_end_s
 
     def grow(three: tuple[float, float, float]) -> float:
         return three[2] + extra * (three[2] - three[1])
 
     if hooks:
-        layer_ends = _layer_ends(t4, step, extra, chunk)
+        layer_ends = _layer_ends(tc, step, extra, chunk)
         if layer_ends is None:
             return None
     else:
         end = grow(series[0])
-        layers = {layer for layer, _ in t4.layer_end_s if layer not in chunk.probe}
-        layer_ends = tuple((layer, end) for layer in [*chunk.layers, *sorted(layers)])
+        ends = {layer for layer, _ in tc.layer_end_s if layer not in chunk.probe}
+        layer_ends = tuple((p, end) for p in [*range(len(chunk.layers)), *sorted(ends)])
 
     return ActionTiming(
         compute_end_s=grow(series[0]),
         tail_end_s=grow(series[1]),
         busy_s=grow(series[2]),
-        comm_s=tuple((k, grow(s)) for k, s in zip(comm4, series[3:], strict=True)),
+        comm_s=tuple((k, grow(s)) for k, s in zip(comm_c, series[3:], strict=True)),
         layer_end_s=layer_ends,
     )
 
 
 def _layer_ends(
-    t4: ActionTiming, step: float, extra: int, chunk: Chunk
+    tc: ActionTiming, step: float, extra: int, chunk: Chunk
 ) -> tuple[tuple[int, float], ...] | None:
-    """Per-layer end times of the whole chunk from the 4-layer sample's, or None.
+    """Per-layer end times of the whole chunk from the widest sample's, or None.
 
     The sample's transformer layers appear in one direction (ascending in a forward,
     descending in a backward), each ``step`` after the previous from the second on; the whole
@@ -240,7 +240,7 @@ def _layer_ends(
     added layers.
     """
     sampled = chunk.probe
-    entries = list(t4.layer_end_s)
+    entries = list(tc.layer_end_s)
     at = [i for i, (layer, _) in enumerate(entries) if layer in sampled]
     if len(at) != len(sampled) or at != list(range(at[0], at[0] + len(at))):
         return None
@@ -248,7 +248,8 @@ def _layer_ends(
     if not all(_close(b - a, step) for a, b in itertools.pairwise(times[1:])):
         return None
     descending = entries[at[0]][0] == sampled[-1]
-    order = reversed(chunk.layers) if descending else iter(chunk.layers)
+    positions = range(len(chunk.layers))
+    order = reversed(positions) if descending else iter(positions)
     ends = [
         (layer, times[0] if j == 0 else times[1] + (j - 1) * step) for j, layer in enumerate(order)
     ]

@@ -60,6 +60,8 @@ class ScheduleShape:
             collectives too (a forward's does; a backward's leaves after its last compute).
         num_chunks: model chunks (pp · vpp).
         num_transfers: transfers in the step.
+        owners: per rank, the slots of its actions that own gradients, in program order.
+        key: (schedule, pp, microbatches, vpp): what the shape is compiled from.
     """
 
     slots: tuple[Slot, ...]
@@ -71,6 +73,8 @@ class ScheduleShape:
     send_after_tail: tuple[bool, ...]
     num_chunks: int
     num_transfers: int
+    owners: tuple[tuple[Slot, ...], ...]
+    key: tuple[str, int, int, int]
 
 
 def received(action: Action, num_chunks: int) -> SendKey | None:
@@ -95,7 +99,7 @@ def sent(action: Action, num_chunks: int) -> SendKey | None:
     return None
 
 
-@lru_cache(maxsize=128)
+@lru_cache(maxsize=4096)
 def schedule_shape(name: str, pp: int, num_microbatches: int, vpp: int) -> ScheduleShape:
     """Compile schedule ``name`` for the estimator (cached: pure in its inputs)."""
     by_rank = get_schedule(name)(pp, num_microbatches, vpp)
@@ -136,6 +140,15 @@ def schedule_shape(name: str, pp: int, num_microbatches: int, vpp: int) -> Sched
     counts = [0] * len(slots)
     for index in slot_of.values():
         counts[index] += 1
+    by_index = list(slots)
+    owners = tuple(
+        tuple(
+            by_index[slot_of[(r, i)]]
+            for i in range(len(acts))
+            if by_index[slot_of[(r, i)]].owns_grads
+        )
+        for r, acts in enumerate(actions)
+    )
     return ScheduleShape(
         slots=tuple(slots),
         slot_counts=tuple(counts),
@@ -146,6 +159,8 @@ def schedule_shape(name: str, pp: int, num_microbatches: int, vpp: int) -> Sched
         send_after_tail=tuple(actions[r][i].kind == "F" for r, i in order),
         num_chunks=num_chunks,
         num_transfers=len(transfers),
+        owners=owners,
+        key=(name, pp, num_microbatches, vpp),
     )
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,6 +88,63 @@ class StepEstimate:
         return self.bubble_s / self.step_time_s if self.step_time_s > 0 else 0.0
 
 
+@dataclass(frozen=True)
+class _Gradients:
+    """One rank's gradient reduction, optimizer step and parameter gather (internal).
+
+    Attributes:
+        buckets: (owning action's ordinal on the rank, offset of the layer that fills the
+            bucket from that action's start, seconds of the bucket's collectives).
+        tail_s: seconds of the last bucket, issued after the rank's last compute.
+        issues: whether any gradient collective runs (the optimizer then waits for them).
+        optimizer_s: seconds of the optimizer step.
+        gather_s: seconds of the ZeRO-1/2 parameter all-gather after it (0: none).
+    """
+
+    buckets: list[tuple[int, float, float]]
+    tail_s: float
+    issues: bool
+    optimizer_s: float
+    gather_s: float
+
+    def finish(
+        self, starts: list[float], compute_free: float, hold: float, pp_free: float
+    ) -> tuple[float, float, float]:
+        """(end of the rank's step, optimizer busy time, time waited) given its timeline."""
+        dp_free = 0.0
+        for ordinal, offset, seconds in self.buckets:
+            dp_free = max(starts[ordinal] + offset, dp_free) + seconds
+        if self.tail_s:
+            dp_free = max(compute_free, dp_free) + self.tail_s
+        ready = max(compute_free, hold)
+        begin = max(ready, dp_free) if self.issues else ready
+        end = begin + self.optimizer_s
+        waited = begin - ready
+        last = max(end, pp_free)
+        if self.gather_s:
+            gather = max(end, dp_free) + self.gather_s
+            waited += max(0.0, gather - last)
+            last = max(last, gather)
+        return last, self.optimizer_s, waited
+
+
+@dataclass
+class _Context:
+    """Caches shared by configurations with equal chunks, models, placement and hooks.
+
+    Attributes:
+        chunks: the model chunks.
+        slots: slot -> (compute end, tail end, transfer time, timing) of its actions.
+        grads: (rank's owning slots, ZeRO stage, bucket bytes) -> its gradient reduction.
+        signatures: (rank, chunk) -> (models key, groups by axis) of the chunk on the rank.
+    """
+
+    chunks: list[Chunk]
+    slots: dict[Slot, tuple[float, float, float, ActionTiming]] = field(default_factory=dict)
+    grads: dict[tuple[Any, ...], _Gradients] = field(default_factory=dict)
+    signatures: dict[tuple[int, int], Any] = field(default_factory=dict)
+
+
 @dataclass
 class _Setup:
     """Everything one estimate needs besides the compiled schedule (internal)."""
@@ -99,6 +157,46 @@ class _Setup:
     dp_axis: str
     hooks: list[bool]
     p2p_bytes: float
+    context: _Context
+
+
+def _chain_actions(
+    shape: ScheduleShape, table: list[tuple[float, float, float, ActionTiming]], num: int
+) -> tuple[list[float], list[float], list[float], list[list[float]]]:
+    """Chain a compiled schedule's actions (see :mod:`simtrain.estimator.pipeline`).
+
+    Returns, per rank, when its compute stream frees, when its last action's trailing
+    collectives end, when its transfers end, and the start of each of its actions that own
+    gradients. It depends only on the schedule and the slots' times, so configurations
+    that share both share it.
+    """
+    compute_free, hold, pp_free = [0.0] * num, [0.0] * num, [0.0] * num
+    arrival = [0.0] * shape.num_transfers
+    owner_starts: list[list[float]] = [[] for _ in range(num)]
+    ranks, slots, recvs, sends, tails = (
+        shape.rank, shape.slot, shape.recv, shape.send, shape.send_after_tail
+    )  # fmt: skip
+    owning = [s.owns_grads for s in shape.slots]
+    for i in range(len(ranks)):
+        r, k = ranks[i], slots[i]
+        compute_end, tail_end, p2p_s, _ = table[k]
+        start = compute_free[r]
+        if hold[r] > start:
+            start = hold[r]
+        j = recvs[i]
+        if j >= 0 and arrival[j] > start:
+            start = arrival[j]
+        end = compute_free[r] = start + compute_end
+        tail = hold[r] = start + tail_end
+        j = sends[i]
+        if j >= 0:
+            ready = tail if tails[i] else end
+            if pp_free[r] > ready:
+                ready = pp_free[r]
+            pp_free[r] = arrival[j] = ready + p2p_s
+        if owning[k]:
+            owner_starts[r].append(start)
+    return compute_free, hold, pp_free, owner_starts
 
 
 @dataclass
@@ -123,6 +221,13 @@ class Estimator:
     _walks: dict[tuple[Any, ...], ActionTiming] = field(default_factory=dict)
     _task_s: dict[tuple[int, int], tuple[tuple[Op, ...], float]] = field(default_factory=dict)
     _comm_s: dict[tuple[Any, ...], float] = field(default_factory=dict)
+    _chains: dict[tuple[Any, ...], Any] = field(default_factory=dict)
+    _signatures: dict[tuple[Any, ...], Any] = field(default_factory=dict)
+    _dumps: dict[int, tuple[Any, str]] = field(default_factory=dict)
+    _contexts: dict[tuple[Any, ...], _Context] = field(default_factory=dict)
+    stats: Counter[str] = field(default_factory=Counter)
+    """Estimates ``extrapolated`` in the microbatch count, and ``not_linear`` (chained in
+    full because the reduced counts were not linear yet)."""
 
     def estimate(self, spec: ExperimentSpec) -> StepEstimate:
         """Estimate one training step of ``spec`` (a validated experiment).
@@ -137,29 +242,63 @@ class Estimator:
             raise SpecError("'parallel.dp' must be resolved before estimating (got None)")
         compute, network = self._models(spec)
         layout = self._layout(spec)
-        name = p.pipeline_schedule if p.pp > 1 else "1f1b"
-        shape = schedule_shape(name, p.pp, p.num_microbatches, p.vpp)
-        chunks = self._chunks(spec, shape.num_chunks)
-        dp_axis = "dp-cp" if p.cp > 1 else "dp"
         ranks = self._stage_ranks(layout)
-        setup = _Setup(
-            spec, compute, network, layout, ranks, dp_axis,
-            [p.overlap_grad_reduce and len(self._group(layout, r, dp_axis, p)) > 1
-             for r in ranks],
-            p2p_op(spec).comm_bytes,
-        )  # fmt: skip
-        table = [self._slot(setup, slot, chunks) for slot in shape.slots]
-        step, busy, waited = self._chain(setup, shape, table, chunks)
-        num = len(ranks)
-        compute_s, exposed = sum(busy) / num, sum(waited) / num
+        dp_axis = "dp-cp" if p.cp > 1 else "dp"
+        hooks = [
+            p.overlap_grad_reduce and len(self._group(layout, r, dp_axis, p)) > 1 for r in ranks
+        ]
+        p2p_bytes = p2p_op(spec).comm_bytes
+        ops_key = self._ops_key(spec)
+        context_key = (ops_key, id(compute), id(network), id(layout), p.zero_shard_group_size,
+                       p.vpp, tuple(hooks), p2p_bytes)  # fmt: skip
+        context = self._contexts.get(context_key)
+        if context is None:
+            context = self._contexts[context_key] = _Context(
+                self._chunks(spec, ops_key, p.pp * p.vpp)
+            )
+        setup = _Setup(spec, compute, network, layout, ranks, dp_axis, hooks, p2p_bytes, context)
+        name = p.pipeline_schedule if p.pp > 1 else "1f1b"
+        chunks = context.chunks
+        m = p.num_microbatches
+        result = None
+        for warmup in WARMUP_STAGES.get(name, WARMUP_STAGES["default"]):
+            fewer = reduced_microbatches(p.pp, m, warmup)
+            if not fewer:
+                break
+            samples = [self._step(setup, name, count, chunks) for count in fewer]
+            result = _extend(samples, fewer, m)
+            if result is not None:
+                break
+        if fewer:
+            self.stats["extrapolated" if result is not None else "not_linear"] += 1
+        if result is None:
+            result = self._step(setup, name, m, chunks)
+        step, compute_s, exposed, actions = result
         return StepEstimate(
             step_time_s=step,
             compute_s=compute_s,
             exposed_comm_s=exposed,
             bubble_s=max(0.0, step - compute_s - exposed),
-            num_actions=len(shape.rank),
+            num_actions=actions,
             wall_time_s=time.perf_counter() - began,
         )
+
+    def _step(
+        self, setup: _Setup, name: str, num_microbatches: int, chunks: list[Chunk]
+    ) -> tuple[float, float, float, int]:
+        """(step, mean busy, mean exposed communication, actions) with that many microbatches."""
+        p = setup.spec.parallel
+        shape = schedule_shape(name, p.pp, num_microbatches, p.vpp)
+        table = []
+        known = setup.context.slots
+        for slot in shape.slots:
+            row = known.get(slot)
+            if row is None:
+                row = known[slot] = self._slot(setup, slot, chunks)
+            table.append(row)
+        step, busy, waited = self._chain(setup, shape, table)
+        num = len(setup.ranks)
+        return step, sum(busy) / num, sum(waited) / num, len(shape.rank)
 
     # --- the chain of actions ---------------------------------------------------------
 
@@ -168,139 +307,92 @@ class Estimator:
         setup: _Setup,
         shape: ScheduleShape,
         table: list[tuple[float, float, float, ActionTiming]],
-        chunks: list[Chunk],
     ) -> tuple[float, list[float], list[float]]:
         """Run the compiled schedule: returns the step and per-rank busy and waited time."""
         num = len(setup.ranks)
-        compute_free, hold, pp_free = [0.0] * num, [0.0] * num, [0.0] * num
-        arrival = [0.0] * shape.num_transfers
-        owners: list[tuple[int, int, float]] = []  # (position, slot, start) owning gradients
-        ranks, slots, recvs, sends, tails = (
-            shape.rank, shape.slot, shape.recv, shape.send, shape.send_after_tail
-        )  # fmt: skip
-        owning = [s.owns_grads for s in shape.slots]
-        for i in range(len(ranks)):
-            r, k = ranks[i], slots[i]
-            compute_end, tail_end, p2p_s, _ = table[k]
-            start = compute_free[r]
-            if hold[r] > start:
-                start = hold[r]
-            j = recvs[i]
-            if j >= 0 and arrival[j] > start:
-                start = arrival[j]
-            end = compute_free[r] = start + compute_end
-            tail = hold[r] = start + tail_end
-            j = sends[i]
-            if j >= 0:
-                ready = tail if tails[i] else end
-                if pp_free[r] > ready:
-                    ready = pp_free[r]
-                pp_free[r] = arrival[j] = ready + p2p_s
-            if owning[k]:
-                owners.append((r, k, start))
-        timings = [row[3] for row in table]
-        return self._finish(setup, shape, timings, chunks, compute_free, hold, pp_free, owners)
-
-    def _finish(
-        self,
-        setup: _Setup,
-        shape: ScheduleShape,
-        timings: list[ActionTiming],
-        chunks: list[Chunk],
-        compute_free: list[float],
-        hold: list[float],
-        pp_free: list[float],
-        owners: list[tuple[int, int, float]],
-    ) -> tuple[float, list[float], list[float]]:
-        """Gradient buckets, the optimizer and the parameter all-gather of every rank."""
-        spec, p = setup.spec, setup.spec.parallel
-        grad_bytes = GRAD_BYTES[spec.training.grad_reduce_dtype]
-        num = len(setup.ranks)
+        key = (shape.key, tuple(row[:3] for row in table))
+        chained = self._chains.get(key)
+        if chained is None:
+            chained = self._chains[key] = _chain_actions(shape, table, num)
+        compute_free, hold, pp_free, owner_starts = chained
         busy, waited = [0.0] * num, [0.0] * num
         for k, slot in enumerate(shape.slots):
-            timing = timings[k]
+            timing = table[k][3]
             busy[slot.rank] += shape.slot_counts[k] * timing.busy_s
             waited[slot.rank] += shape.slot_counts[k] * (timing.compute_end_s - timing.busy_s)
-        dp_free, pending, issued = [0.0] * num, [0.0] * num, [False] * num
-        elements = [0] * num
-        parts = [self._reduce_parts(setup, r) for r in range(num)]
-        network = setup.network
-        for r, k, start in owners:
-            slot = shape.slots[k]
-            chunk = chunks[slot.chunk]
-            per_layer, total = chunk.source.elements(chunk)
-            elements[r] += total
-            for layer, layer_end in timings[k].layer_end_s:
-                pending[r] += per_layer.get(layer, 0) * grad_bytes
-                if setup.hooks[r] and pending[r] >= p.grad_bucket_size_bytes:
-                    dp_free[r] = self._reduce(
-                        network, parts[r], pending[r], start + layer_end, dp_free[r]
-                    )
-                    issued[r] = issued[r] or bool(parts[r])
-                    pending[r] = 0.0
         step = 0.0
+        p = setup.spec.parallel
         for r in range(num):
-            if pending[r] > 0:
-                dp_free[r] = self._reduce(
-                    network, parts[r], pending[r], compute_free[r], dp_free[r]
-                )
-                issued[r] = issued[r] or bool(parts[r])
-            shard = self._shard(setup.layout, setup.ranks[r], setup.dp_axis, p)
-            factor = len(shard) if p.zero_stage >= 1 else 1
-            ready = max(compute_free[r], hold[r])
-            begin = max(ready, dp_free[r]) if issued[r] else ready
-            optimizer = setup.compute.task_time_s(
-                (optimizer_op(elements[r] / factor, spec.training.optimizer),)
+            key = (shape.owners[r], p.zero_stage, p.grad_bucket_size_bytes)
+            grads = setup.context.grads.get(key)
+            if grads is None:
+                grads = setup.context.grads[key] = self._grads(setup, r, shape.owners[r])
+            last, opt_busy, opt_waited = grads.finish(
+                owner_starts[r], compute_free[r], hold[r], pp_free[r]
             )
-            end = begin + optimizer
-            busy[r] += optimizer
-            waited[r] += begin - ready
-            last = max(end, pp_free[r])
-            if p.zero_stage in (1, 2) and len(shard) > 1:
-                gather = max(end, dp_free[r]) + self._collective_s(
-                    setup.network, "all_gather", shard, elements[r] * ACT_BYTES
-                )
-                waited[r] += max(0.0, gather - max(end, pp_free[r]))
-                last = max(last, gather)
+            busy[r] += opt_busy
+            waited[r] += opt_waited
             step = max(step, last)
         return step, busy, waited
 
-    def _reduce_parts(self, setup: _Setup, r: int) -> list[tuple[str, tuple[int, ...], float]]:
-        """The collectives of one gradient bucket, as the builder's reducer issues them.
+    def _grads(self, setup: _Setup, r: int, owners: tuple[Slot, ...]) -> _Gradients:
+        """The rank's gradient buckets, optimizer and parameter gather (see :class:`_Gradients`).
 
-        ZeRO 0 all-reduces the bucket over the data-parallel group; ZeRO >= 1 reduce-scatters
-        it over the shard group and, under hybrid sharding, all-reduces the shard across the
-        groups. Each part is (kind, group, fraction of the bucket's bytes).
+        The buckets fill as the builder's reducer fills them: layer by layer in the order
+        each owning action finishes its layers, a bucket issued once it holds
+        ``grad_bucket_size_bytes`` (with overlap), the rest after the rank's last compute.
+        ZeRO 0 all-reduces a bucket over the data-parallel group; ZeRO >= 1 reduce-scatters it
+        over the shard group and, under hybrid sharding, all-reduces the shard across groups.
         """
-        p = setup.spec.parallel
-        rank = setup.ranks[r]
+        spec, p = setup.spec, setup.spec.parallel
+        grad_bytes = GRAD_BYTES[spec.training.grad_reduce_dtype]
+        rank, network = setup.ranks[r], setup.network
         group = self._group(setup.layout, rank, setup.dp_axis, p)
-        if len(group) == 1:
-            return []
-        if p.zero_stage == 0:
-            return [("all_reduce", group, 1.0)]
         shard, replica = self._split(group, rank, p.zero_shard_group_size)
-        parts = [("reduce_scatter", shard, 1.0)] if len(shard) > 1 else []
-        if len(replica) > 1:
-            parts.append(("all_reduce", replica, 1.0 / len(shard)))
-        return parts
+        parts: list[tuple[str, tuple[int, ...], float]] = []
+        if len(group) > 1:
+            if p.zero_stage == 0:
+                parts = [("all_reduce", group, 1.0)]
+            else:
+                parts = [("reduce_scatter", shard, 1.0)] if len(shard) > 1 else []
+                if len(replica) > 1:
+                    parts.append(("all_reduce", replica, 1.0 / len(shard)))
 
-    def _reduce(
-        self,
-        network: Any,
-        parts: list[tuple[str, tuple[int, ...], float]],
-        size: float,
-        after: float,
-        dp_free: float,
-    ) -> float:
-        """Issue a bucket of ``size`` bytes once ``after``; returns when the stream is free."""
-        if size <= 0:
-            return dp_free
-        for kind, members, fraction in parts:
-            dp_free = max(after, dp_free) + self._collective_s(
-                network, kind, members, size * fraction
-            )
-        return dp_free
+        durations: dict[float, float] = {}
+
+        def bucket_s(size: float) -> float:
+            found = durations.get(size)
+            if found is None:
+                found = durations[size] = sum(
+                    self._collective_s(network, kind, members, size * fraction)
+                    for kind, members, fraction in parts
+                )
+            return found
+
+        buckets: list[tuple[int, float, float]] = []
+        pending, elements = 0.0, 0
+        for ordinal, slot in enumerate(owners):
+            timing = setup.context.slots[slot][3]
+            chunk = setup.context.chunks[slot.chunk]
+            per_layer, total = chunk.source.elements(chunk)
+            elements += total
+            for layer, layer_end in timing.layer_end_s:
+                pending += per_layer.get(layer, 0) * grad_bytes
+                if setup.hooks[r] and pending >= p.grad_bucket_size_bytes:
+                    buckets.append((ordinal, layer_end, bucket_s(pending)))
+                    pending = 0.0
+        factor = len(shard) if p.zero_stage >= 1 else 1
+        optimizer = optimizer_op(elements / factor, spec.training.optimizer)
+        gather = 0.0
+        if p.zero_stage in (1, 2) and len(shard) > 1:
+            gather = self._collective_s(network, "all_gather", shard, elements * ACT_BYTES)
+        return _Gradients(
+            buckets=buckets,
+            tail_s=bucket_s(pending) if pending > 0 and parts else 0.0,
+            issues=bool(parts) and (bool(buckets) or pending > 0),
+            optimizer_s=setup.compute.task_time_s((optimizer,)),
+            gather_s=gather,
+        )
 
     # --- slots: one kind of action's timing ---------------------------------------------
 
@@ -320,25 +412,24 @@ class Estimator:
         return timing.compute_end_s, timing.tail_end_s, p2p_s, timing
 
     def _slot_timing(self, setup: _Setup, slot: Slot, chunks: list[Chunk]) -> ActionTiming:
-        """Timing of a slot's chunk action on its rank, shared by all equal-timed ranks."""
+        """Timing of a slot's chunk action on its rank, shared by all equal-timed ranks.
+
+        Two ranks' actions of equal chunks time alike when every collective of the chunk
+        takes as long on both ranks' groups: the key holds those times (the rank's
+        *signature*), so stages of a pipeline and configurations of a search share timings.
+        """
         chunk = chunks[slot.chunk]
-        rank = setup.ranks[slot.rank]
         hooks = slot.owns_grads and setup.hooks[slot.rank]
-        p = setup.spec.parallel
-        network = setup.network
-        groups = {
-            axis: self._group(setup.layout, rank, axis, p)
-            for axis in {axis for axis, _, _ in chunk.source.comm_keys(chunk.probe)}
-        }
-        signature = tuple(
-            self._collective_s(network, kind, groups[axis], size)
-            for axis, kind, size in chunk.source.comm_keys(chunk.probe)
-        )
-        models = (id(setup.compute), signature)
-        key = (id(chunk.source), chunk.layers, chunk.base, slot.body, hooks, models)
+        found = setup.context.signatures.get((slot.rank, slot.chunk))
+        if found is None:
+            found = setup.context.signatures[(slot.rank, slot.chunk)] = self._signature(
+                setup, setup.ranks[slot.rank], chunk
+            )
+        models, groups = found
+        key = (id(chunk.source), len(chunk.layers), chunk.base, slot.body, hooks, models)
         timing = self._timings.get(key)
         if timing is None:
-            compute = setup.compute
+            compute, network = setup.compute, setup.network
 
             def comm_s(op: Op) -> float:
                 return self._collective_s(network, op.comm, groups[op.axis], op.comm_bytes)
@@ -355,26 +446,39 @@ class Estimator:
             timing = self._timings[key] = chunk.timing(slot.body, hooks, walker)
         return timing
 
+    def _signature(
+        self, setup: _Setup, rank: int, chunk: Chunk
+    ) -> tuple[tuple[Any, ...], dict[str, tuple[int, ...]]]:
+        """(models key, groups by axis) of a chunk on a rank: what its timing depends on."""
+        p = setup.spec.parallel
+        probe = chunk.probe
+        key = (id(setup.network), id(setup.layout), rank, p.zero_shard_group_size,
+               id(chunk.source), probe.start, probe.stop)  # fmt: skip
+        found = self._signatures.get(key)
+        if found is None:
+            keys = chunk.source.comm_keys(probe)
+            groups = {axis: self._group(setup.layout, rank, axis, p) for axis, _, _ in keys}
+            signature = tuple(
+                self._collective_s(setup.network, kind, groups[axis], size)
+                for axis, kind, size in keys
+            )
+            found = self._signatures[key] = (signature, groups)
+        return (id(setup.compute), found[0]), found[1]
+
     # --- models, layouts, chunks ------------------------------------------------------
 
     def _models(self, spec: ExperimentSpec) -> tuple[Any, Any]:
         """The compute and network models ``simulate`` would use, built once per setting."""
         from simtrain.api import check_hardware, compute_model_for, network_model_for
 
-        hardware = json.dumps(
-            [spec.cluster.model_dump(mode="json"), spec.training.model_dump(mode="json")],
-            sort_keys=True,
-        )
+        hardware = f"{self._dump(spec.cluster)}|{self._dump(spec.training)}"
         compute = self._compute.get(hardware)
         if compute is None:
             check_hardware(spec)
             compute = self._compute[hardware] = compute_model_for(spec)
         p = spec.parallel
-        net_key = json.dumps(
-            [hardware, spec.simulation.model_dump(mode="json"),
-             [p.tp, p.cp, p.dp, p.pp, p.ep, p.rank_order]],
-            sort_keys=True,
-        )  # fmt: skip
+        net_key = (hardware, self._dump(spec.simulation), p.tp, p.cp, p.dp, p.pp, p.ep,
+                   p.rank_order)  # fmt: skip
         network = self._network.get(net_key)
         if network is None:
             network = self._network[net_key] = network_model_for(spec)
@@ -424,9 +528,8 @@ class Estimator:
             split = self._groups[key] = shard_groups(group, rank, shard_size)  # type: ignore[assignment]
         return split  # type: ignore[return-value]
 
-    def _chunks(self, spec: ExperimentSpec, num_chunks: int) -> list[Chunk]:
+    def _chunks(self, spec: ExperimentSpec, ops_key: str, num_chunks: int) -> list[Chunk]:
         """The experiment's model chunks, their ops shared with every spec of equal ops."""
-        ops_key = self._ops_key(spec)
         shard = None
         chunks = []
         for c, layers in enumerate(chunk_layers(spec.model.num_layers, num_chunks)):
@@ -440,18 +543,26 @@ class Estimator:
             chunks.append(Chunk(source, layers, *chunk_base(spec, layers)))
         return chunks
 
-    @staticmethod
-    def _ops_key(spec: ExperimentSpec) -> str:
+    def _ops_key(self, spec: ExperimentSpec) -> str:
         """What a chunk's ops depend on: everything but scheduling and placement fields."""
         p = spec.parallel
         parallel = {
             k: v for k, v in p.model_dump(mode="json").items() if k not in _SCHEDULING_FIELDS
         }
         parallel["zero3_gathers"] = p.zero_stage == 3 and (p.dp or 1) * p.cp > 1
-        return json.dumps(
-            [spec.model.model_dump(mode="json"), parallel, spec.training.model_dump(mode="json")],
-            sort_keys=True,
-        )
+        ops = json.dumps(parallel, sort_keys=True)
+        return f"{self._dump(spec.model)}|{ops}|{self._dump(spec.training)}"
+
+    def _dump(self, section: Any) -> str:
+        """A spec section as canonical JSON, once per section object.
+
+        Specs are frozen, and a search builds its experiments from a few shared sections.
+        """
+        found = self._dumps.get(id(section))
+        if found is None or found[0] is not section:
+            text = json.dumps(section.model_dump(mode="json"), sort_keys=True)
+            found = self._dumps[id(section)] = (section, text)
+        return found[1]
 
     # --- cached model calls -----------------------------------------------------------
 
@@ -469,6 +580,59 @@ class Estimator:
         if cached is None:
             cached = self._comm_s[key] = network.collective_time_s(kind, group, size)
         return cached
+
+
+WARMUP_STAGES: dict[str, tuple[int, ...]] = {
+    "default": (2, 6, 12),
+    "zb-h1": (6, 12, 24),
+    "zb-h2": (6, 12, 24),
+}
+"""Microbatches per pipeline stage before the reduced counts start, tried in turn until the
+step is linear there: from 2 (the least DualPipe runs; the other schedules are periodic from
+there). The zero-bubble schedules place their weight passes greedily and settle only after
+about 5·pp microbatches, or more when the backward is much longer than the forward (full
+recomputation); their first increments can repeat before changing, so they start at 6."""
+
+
+def reduced_microbatches(pp: int, num_microbatches: int, warmup: int = 2) -> tuple[int, ...]:
+    """Three smaller microbatch counts whose steps extrapolate to ``num_microbatches``, or ().
+
+    Once every stage is in its steady state, each further group of microbatches adds the
+    same time to the step (the schedule repeats), so the step is linear in the microbatch
+    count along counts ``Δ = pp`` apart (a multiple of pp, as the interleaved schedule needs;
+    even whenever DualPipe runs, which needs an even pp). The three counts are the first at least
+    ``warmup·pp`` that are congruent to ``num_microbatches`` modulo Δ; () when that saves
+    nothing. The caller checks that the three steps are linear, and tries a longer warm-up
+    or the full count if not.
+
+    Examples:
+        >>> reduced_microbatches(4, 512)
+        (8, 12, 16)
+        >>> reduced_microbatches(4, 702)
+        (10, 14, 18)
+        >>> reduced_microbatches(4, 30)
+        ()
+    """
+    delta = pp
+    first = warmup * pp
+    start = first + (num_microbatches - first) % delta
+    counts = (start, start + delta, start + 2 * delta)
+    return () if sum(counts) >= num_microbatches else counts
+
+
+def _extend(
+    samples: list[tuple[float, float, float, int]], counts: tuple[int, ...], target: int
+) -> tuple[float, float, float, int] | None:
+    """Extrapolate linear samples to ``target`` microbatches; None if they are not linear."""
+    (a, b, c), delta = samples, counts[1] - counts[0]
+    steps = (target - counts[2]) / delta
+    out = []
+    for i in range(3):
+        inc1, inc2 = b[i] - a[i], c[i] - b[i]
+        if abs(inc1 - inc2) > 1e-9 * max(1.0, abs(c[i])):
+            return None
+        out.append(c[i] + steps * inc2)
+    return out[0], out[1], out[2], c[3] + round(steps * (c[3] - b[3]))
 
 
 def estimate_step(spec: ExperimentSpec) -> StepEstimate:

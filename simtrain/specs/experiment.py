@@ -115,11 +115,12 @@ class ExperimentSpec(Spec):
                     f"parallel.pp={p.pp} for the interleaved schedule"
                 )
         if p.pp > 1 and p.pipeline_schedule == "dualpipe" and p.dp is not None and not problems:
-            m = p.num_microbatches
-            if p.pp % 2 or m % 2 or m < 2 * p.pp:
+            num_mb = p.num_microbatches  # (not `m`: that is the model)
+            if p.pp % 2 or num_mb % 2 or num_mb < 2 * p.pp:
                 problems.append(
                     f"parallel.pipeline_schedule=dualpipe needs an even parallel.pp (got {p.pp}) "
-                    f"and an even number of microbatches of at least 2*pp={2 * p.pp} (got {m})"
+                    f"and an even number of microbatches of at least 2*pp={2 * p.pp} "
+                    f"(got {num_mb})"
                 )
         if p.zero_shard_group_size is not None and p.dp is not None:
             check(
