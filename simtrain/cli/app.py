@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 import typer
 from pydantic import ValidationError
 from rich.console import Console
@@ -53,11 +51,14 @@ def run_app(argv: list[str] | None = None) -> int:
         err_console.print(f"error: {exc.strerror or exc}: {exc.filename or ''}", markup=False)
         return 2
     except Exception as exc:
-        # Usage errors (unknown option, missing argument) are click exceptions, which typer
-        # vendors; they know how to print themselves and carry their exit code.
-        show, exit_code = getattr(exc, "show", None), getattr(exc, "exit_code", None)
-        if callable(show) and isinstance(exit_code, int):
-            show(file=sys.stderr)
+        # Usage errors (unknown option, missing argument, a value of the wrong type) are
+        # click exceptions, which typer vendors: one line naming the option, plus where help is.
+        message, exit_code = getattr(exc, "format_message", None), getattr(exc, "exit_code", None)
+        if callable(message) and isinstance(exit_code, int):
+            ctx = getattr(exc, "ctx", None)
+            hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+            text = " ".join(str(message()).split())
+            err_console.print(f"error: {text}{hint}", markup=False)
             return exit_code
         raise
     return 0

@@ -5,9 +5,9 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import model_validator
 
-from simtrain.specs.base import Spec, divisors, must_divide
+from simtrain.specs.base import Spec, bounded, divisors, must_divide
 from simtrain.specs.cluster import ClusterSpec
 from simtrain.specs.cost import CostSpec
 from simtrain.specs.model import ModelSpec
@@ -23,7 +23,7 @@ class ExperimentSpec(Spec):
     """Short name shown in reports and validation tables."""
     description: str = ""
     """Free text: what the experiment shows and where its numbers come from."""
-    seed: int = Field(default=0, ge=0)
+    seed: int = bounded(0, ge=0, le=2**63 - 1, why="stored as a signed 64-bit integer")
     """Seed of every random choice in the simulation (same seed, same result)."""
     model: ModelSpec
     """The transformer being trained."""

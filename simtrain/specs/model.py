@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import model_validator
 
-from simtrain.specs.base import Spec, must_divide
+from simtrain.specs.base import MAX_LAYERS, Spec, bounded, must_divide
 
 
 class ModelSpec(Spec):
@@ -18,22 +18,28 @@ class ModelSpec(Spec):
 
     name: str = "model"
     """Display name, e.g. ``gpt3-175b``."""
-    num_layers: int = Field(gt=0)
+    num_layers: int = bounded(gt=0, le=MAX_LAYERS, why="50x the deepest published LLM")
     """Number of transformer layers (blocks)."""
-    hidden_size: int = Field(gt=0)
+    hidden_size: int = bounded(
+        gt=0, le=1 << 20, why="50x the widest published model (GPT 1T: 25,600)"
+    )
     """Model width h (embedding dimension)."""
-    num_heads: int = Field(gt=0)
+    num_heads: int = bounded(gt=0, le=1 << 14, why="100x the most heads published (128)")
     """Number of attention (query) heads a."""
-    num_kv_heads: int | None = Field(default=None, gt=0)
+    num_kv_heads: int | None = bounded(None, gt=0, le=1 << 14, why="as num_heads")
     """Key/value heads for grouped-query attention; omit for multi-head attention (= num_heads),
     1 for multi-query attention."""
-    head_dim: int | None = Field(default=None, gt=0)
+    head_dim: int | None = bounded(
+        None, gt=0, le=1 << 14, why="64x the widest head published (256)"
+    )
     """Dimension of one head; omit for hidden_size / num_heads."""
-    ffn_hidden_size: int | None = Field(default=None, gt=0)
+    ffn_hidden_size: int | None = bounded(
+        None, gt=0, le=1 << 22, why="40x the widest MLP published (~100K)"
+    )
     """Hidden width of the dense MLP; omit for 4 * hidden_size."""
-    vocab_size: int = Field(gt=0)
+    vocab_size: int = bounded(gt=0, le=1 << 24, why="64x the largest vocabulary published (256K)")
     """Vocabulary size V (padded size, as the framework allocates it)."""
-    seq_length: int = Field(gt=0)
+    seq_length: int = bounded(gt=0, le=1 << 24, why="16x the longest context trained (1M tokens)")
     """Training sequence length s in tokens."""
     activation: Literal["gelu", "swiglu"] = "gelu"
     """MLP activation: gelu (two matrices) or swiglu (gate, up and down matrices)."""
@@ -49,22 +55,28 @@ class ModelSpec(Spec):
     """Whether training applies dropout (hidden and attention): GPT/Megatron yes, Llama no.
     Dropout adds mask writes and stores 1-byte masks for the backward."""
 
-    num_experts: int = Field(default=0, ge=0)
+    num_experts: int = bounded(
+        0, ge=0, le=1 << 14, why="64x the most routed experts published (256)"
+    )
     """Routed experts per MoE layer; 0 for a dense model."""
-    moe_top_k: int = Field(default=2, gt=0)
+    moe_top_k: int = bounded(2, gt=0, le=1 << 14, why="as num_experts")
     """Experts each token is routed to."""
-    moe_ffn_hidden_size: int | None = Field(default=None, gt=0)
+    moe_ffn_hidden_size: int | None = bounded(None, gt=0, le=1 << 22, why="as ffn_hidden_size")
     """Hidden width of one expert's MLP; omit for ffn_hidden_size."""
-    moe_layer_frequency: int = Field(default=1, gt=0)
+    moe_layer_frequency: int = bounded(1, gt=0, le=MAX_LAYERS, why="as num_layers")
     """Every k-th layer (after the leading dense ones) is an MoE layer; 1 for all."""
-    first_dense_layers: int = Field(default=0, ge=0)
+    first_dense_layers: int = bounded(0, ge=0, le=MAX_LAYERS, why="as num_layers")
     """Leading layers that stay dense in an MoE model (DeepSeek-V3 uses 3)."""
-    num_shared_experts: int = Field(default=0, ge=0)
+    num_shared_experts: int = bounded(0, ge=0, le=1 << 14, why="as num_experts")
     """Always-active shared experts per MoE layer, each of width moe_ffn_hidden_size."""
-    moe_capacity_factor: float | None = Field(default=None, gt=0)
+    moe_capacity_factor: float | None = bounded(
+        None, gt=0, le=1 << 14, why="a factor of num_experts already holds every token"
+    )
     """Expert capacity as a multiple of the balanced load (tokens beyond it are dropped);
     omit for dropless routing."""
-    moe_token_imbalance: float = Field(default=1.0, ge=1.0)
+    moe_token_imbalance: float = bounded(
+        1.0, ge=1.0, le=1 << 14, why="all tokens on one expert is num_experts x the mean"
+    )
     """Tokens of the busiest expert rank relative to the mean (1 = perfectly balanced)."""
 
     @property

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import model_validator
 
-from simtrain.specs.base import Spec
+from simtrain.specs.base import Spec, bounded
 
 TopologyKind = Literal["fat_tree", "rail_optimized", "rail_only", "torus_3d", "single_node"]
 NodeFabricKind = Literal["auto", "nvswitch", "p2p_mesh", "pcie"]
@@ -29,24 +29,34 @@ class TopologySpec(Spec):
     node_fabric: NodeFabricKind = "auto"
     """Fabric inside a node: nvswitch, p2p_mesh (Infinity Fabric), pcie, or auto (from the
     scale-up link: NVLink -> nvswitch, Infinity Fabric -> p2p_mesh, PCIe -> pcie)."""
-    oversubscription: float = Field(default=1.0, ge=1.0)
+    oversubscription: float = bounded(
+        1.0, ge=1.0, le=1024, why="one uplink per 1,024 downlinks is no longer a fabric"
+    )
     """Ratio of downlink to uplink bandwidth above the leaf switches (1 = full bisection);
     Clos kinds only."""
-    pod_oversubscription: float = Field(default=1.0, ge=1.0)
+    pod_oversubscription: float = bounded(1.0, ge=1.0, le=1024, why="as oversubscription")
     """Ratio of downlink to uplink bandwidth above the spine (aggregation) switches of a pod,
     e.g. 7 for Llama 3's 1:7; three-tier Clos only."""
-    switch_radix: int = Field(default=64, ge=2)
+    switch_radix: int = bounded(
+        64, ge=2, le=4096, why="8x the largest switch radix shipped (512 ports)"
+    )
     """Ports per scale-out switch; sets the default ports per leaf and leaves per pod."""
     num_tiers: Literal[2, 3] | None = None
     """Switch tiers of the Clos (2 = leaf-spine, 3 = leaf-spine-core); omit for the
     smallest that holds the cluster."""
-    leaf_down_ports: int | None = Field(default=None, gt=0)
+    leaf_down_ports: int | None = bounded(
+        None, gt=0, le=4096, why="8x the largest switch radix shipped (512 ports)"
+    )
     """NIC ports per leaf switch; omit for switch_radix / 2. For rail kinds this is the
     number of nodes per scalable unit (one leaf per rail per unit)."""
-    leaves_per_pod: int | None = Field(default=None, gt=0)
+    leaves_per_pod: int | None = bounded(
+        None, gt=0, le=4096, why="8x the largest switch radix shipped (512 ports)"
+    )
     """Leaf switches joined by one pod's spines; omit for switch_radix (2 tiers) or
     switch_radix / 2 (3 tiers)."""
-    spines_per_pod: int | None = Field(default=None, gt=0)
+    spines_per_pod: int | None = bounded(
+        None, gt=0, le=4096, why="8x the largest switch radix shipped (512 ports)"
+    )
     """Spine switches per pod (and per rail plane for rail_only), each reached by one uplink
     of every leaf; omit for switch_radix / 2."""
     torus_shape: tuple[int, int, int] = (4, 4, 4)

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
-
-from simtrain.specs.base import Spec
+from simtrain.specs.base import Spec, bounded
 
 Dtype = Literal["bf16", "fp16", "fp8"]
 
@@ -23,7 +21,9 @@ class TrainingSpec(Spec):
     attention_kernel: Literal["flash", "unfused"] = "flash"
     """Attention implementation: flash (fused, causal blocks skipped) or unfused (batched
     GEMMs plus softmax and dropout kernels, as Megatron-LM ran in 2021)."""
-    total_tokens: float = Field(default=0.0, ge=0)
+    total_tokens: float = bounded(
+        0.0, ge=0, le=1e16, why="600x the largest published run (Llama 3: 15.6T tokens)"
+    )
     """Tokens of the whole run, for run-level time and cost (0 = report one step only)."""
 
 
@@ -43,9 +43,9 @@ class ExpectedSpec(Spec):
 
     metric: Literal["tflops_per_gpu", "step_time_s", "mfu", "hfu", "tokens_per_s"]
     """Report key to compare."""
-    value: float = Field(gt=0)
+    value: float = bounded(gt=0, le=1e18, why="above any metric simtrain reports")
     """Published value of the metric."""
-    tolerance: float = Field(default=0.10, gt=0, lt=1)
+    tolerance: float = bounded(0.10, gt=0, lt=1, why="a relative error of 100% checks nothing")
     """Allowed relative error, e.g. 0.1 for ±10 %."""
     source: str
     """Where the published value comes from (paper, table, row)."""
