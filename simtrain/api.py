@@ -6,9 +6,10 @@ import time
 import warnings
 from importlib.metadata import PackageNotFoundError, version
 
-from simtrain.catalog import get_accelerator, get_link
+from simtrain.catalog import cluster_links, get_accelerator
 from simtrain.compute.roofline import RooflineComputeModel, check_dtype
 from simtrain.engine import run_program
+from simtrain.limits import MAX_TASKS, MAX_TOPOLOGY_ELEMENTS, check_tasks, check_topology
 from simtrain.memory import estimate_memory
 from simtrain.metrics.flops import step_flops
 from simtrain.metrics.result import MemorySummary, SimulationResult
@@ -34,8 +35,7 @@ def simtrain_version() -> str:
 def check_hardware(spec: ExperimentSpec) -> None:
     """Cross-check the spec against the catalog (names, dtype support)."""
     acc = get_accelerator(spec.cluster.accelerator)
-    get_link(spec.cluster.scale_up_link or acc.scale_up_link, "cluster.scale_up_link")
-    get_link(spec.cluster.scale_out_link or acc.scale_out_link, "cluster.scale_out_link")
+    cluster_links(spec.cluster)
     check_dtype(acc, spec.training.dtype)
 
 
@@ -65,19 +65,31 @@ def network_model_for(spec: ExperimentSpec) -> NetworkModel:
     return AlphaBetaNetwork.from_cluster(spec.cluster)
 
 
-def simulate(spec: ExperimentSpec, full: bool | None = None) -> SimulationResult:
+def simulate(
+    spec: ExperimentSpec,
+    full: bool | None = None,
+    *,
+    max_tasks: int = MAX_TASKS,
+    max_topology_elements: int = MAX_TOPOLOGY_ELEMENTS,
+) -> SimulationResult:
     """Simulate one training step of ``spec``.
 
     Args:
         spec: a validated experiment (see :func:`load_experiment`).
         full: simulate every rank instead of one per symmetry class; defaults to
             ``spec.simulation.full``.
+        max_tasks: refuse a program estimated above this many tasks (:mod:`simtrain.limits`).
+        max_topology_elements: refuse a flow-model network above this many elements.
 
     Raises:
-        SpecError: the spec names hardware the catalog lacks, or a dtype it cannot run.
+        SpecError: the spec names hardware the catalog lacks, or a dtype it cannot run, or the
+            work estimate is over a limit.
     """
     began = time.perf_counter()
     check_hardware(spec)
+    check_tasks(spec, full, max_tasks)
+    if spec.simulation.network_model == "flow":
+        check_topology(spec.cluster, max_topology_elements)
     acc = get_accelerator(spec.cluster.accelerator)
     program = build_program(spec, full)
     compute = RooflineComputeModel(acc, spec.training.dtype)

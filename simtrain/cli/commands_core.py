@@ -10,6 +10,8 @@ import typer
 from rich.table import Table
 
 from simtrain.cli.app import app, console, fail
+from simtrain.limits import MAX_EVENTS, MAX_TASKS, MAX_TOPOLOGY_ELEMENTS, check_limit
+from simtrain.paths import inside, make_dir, output_dir, output_file
 
 SetOption = Annotated[
     list[str] | None,
@@ -20,6 +22,29 @@ SetOption = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON to stdout instead of tables.")]
+MaxTasksOption = Annotated[
+    int,
+    typer.Option(
+        "--max-tasks",
+        help=f"Refuse a step estimated above this many tasks (default {MAX_TASKS:,}).",
+    ),
+]
+MaxElementsOption = Annotated[
+    int,
+    typer.Option(
+        "--max-topology-elements",
+        help="Refuse a network estimated above this many devices, switches and links "
+        f"(default {MAX_TOPOLOGY_ELEMENTS:,}).",
+    ),
+]
+MaxEventsOption = Annotated[
+    int,
+    typer.Option(
+        "--max-events",
+        help="Refuse a reliability study estimated above this many events "
+        f"(default {MAX_EVENTS:,}).",
+    ),
+]
 
 
 @app.command()
@@ -34,6 +59,9 @@ def run(
     full: Annotated[
         bool, typer.Option("--full", help="Simulate every rank (slower; for checking).")
     ] = False,
+    max_tasks: MaxTasksOption = MAX_TASKS,
+    max_topology_elements: MaxElementsOption = MAX_TOPOLOGY_ELEMENTS,
+    max_events: MaxEventsOption = MAX_EVENTS,
 ) -> None:
     """Simulate one training step of EXPERIMENT and report step time, MFU, communication and memory.
 
@@ -42,14 +70,24 @@ def run(
     from simtrain.api import load_experiment, simulate
     from simtrain.report.terminal import breakdown_table, cost_table, memory_table, summary_table
 
+    check_limit(max_tasks, "--max-tasks")
+    check_limit(max_topology_elements, "--max-topology-elements")
+    check_limit(max_events, "--max-events")
+    if out is not None:
+        out = output_dir(out, "--out")
     spec = load_experiment(experiment, overrides or [])
-    result = simulate(spec, full=full or None)
+    result = simulate(
+        spec,
+        full=full or None,
+        max_tasks=max_tasks,
+        max_topology_elements=max_topology_elements,
+    )
     report = result.summary()
     if spec.reliability is not None:
         from simtrain.reliability import reliability_summary
 
         report["reliability"] = reliability_summary(
-            spec, result.step_time_s, result.model_state_bytes
+            spec, result.step_time_s, result.model_state_bytes, max_events=max_events
         )
         from simtrain.metrics.cost import cost_summary
 
@@ -58,8 +96,8 @@ def run(
     if out is not None:
         from simtrain.report.files import write_report_files
 
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+        make_dir(out, "--out")
+        inside(out, "report.json", "--out").write_text(json.dumps(report, indent=2) + "\n")
         write_report_files(result, out, report)
     if as_json:
         typer.echo(json.dumps(report, indent=2))
@@ -125,24 +163,29 @@ def trace(
     fmt: Annotated[
         str, typer.Option("--format", help="simtrain (one JSON file) or chakra (.et per rank).")
     ] = "simtrain",
+    max_tasks: MaxTasksOption = MAX_TASKS,
 ) -> None:
     """Write the operator-level program of EXPERIMENT (every simulated rank) as a trace."""
     from simtrain.api import check_hardware, load_experiment
+    from simtrain.limits import check_tasks
     from simtrain.parallel.builder import build_program
     from simtrain.parallel.trace import program_to_dict
 
-    spec = load_experiment(experiment, overrides or [])
-    check_hardware(spec)
-    program = build_program(spec, full=full or None)
     if fmt not in ("simtrain", "chakra"):
         raise fail(f"'--format' must be simtrain or chakra (got {fmt!r})")
+    check_limit(max_tasks, "--max-tasks")
+    out = output_dir(out, "--out") if fmt == "chakra" else output_file(out, "--out", ("json",))
+    spec = load_experiment(experiment, overrides or [])
+    check_hardware(spec)
+    check_tasks(spec, full or None, max_tasks)
+    program = build_program(spec, full=full or None)
     if fmt == "chakra":
         from simtrain.traceio.chakra_export import write_chakra
 
         files = write_chakra(program, out, spec.cluster.accelerator)
         console.print(f"wrote {out}/: {len(files)} Chakra rank files, {len(program.tasks)} tasks")
         return
-    out.parent.mkdir(parents=True, exist_ok=True)
+    make_dir(out.parent, "--out")
     out.write_text(json.dumps(program_to_dict(program, spec.model_dump(mode="json"))))
     ops = sum(len(t.ops) for t in program.tasks)
     console.print(

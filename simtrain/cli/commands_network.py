@@ -17,15 +17,22 @@ import typer
 from pydantic import ValidationError
 from rich.table import Table
 
+from simtrain.catalog import cluster_links
 from simtrain.cli.app import app, console, fail
+from simtrain.cli.commands_core import MaxElementsOption
 from simtrain.errors import SpecError
-from simtrain.paths import data_dir
+from simtrain.limits import MAX_TOPOLOGY_ELEMENTS, check_limit, check_topology
+from simtrain.paths import data_dir, image_file, make_dir
 from simtrain.specs.cluster import ClusterSpec
 from simtrain.specs.loader import format_validation_error, load_yaml_tree
 
 MAX_DRAWN_NODES = 400
 """Largest graph (devices + switches) that ``--png`` draws legibly."""
 _UNITS = {"": 1, "B": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+MAX_SIZE_BYTES = 2**40
+"""Largest ``--sizes`` value: 1 TiB."""
+COLLECTIVE_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce")
+"""Collectives ``--op`` accepts."""
 BUSBW_FACTOR = {
     "all_reduce": lambda n: 2 * (n - 1) / n,
     "all_gather": lambda n: (n - 1) / n,
@@ -58,9 +65,11 @@ def load_cluster(source: str) -> ClusterSpec:
     if not isinstance(data.get("cluster"), dict):
         raise SpecError(f"'{path}' must have a top-level 'cluster:' mapping")
     try:
-        return ClusterSpec.model_validate(data["cluster"])
+        cluster = ClusterSpec.model_validate(data["cluster"])
     except ValidationError as exc:
-        raise SpecError(format_validation_error(exc, f"{path}: cluster")) from None
+        raise SpecError(format_validation_error(exc, f"{path}: cluster", ClusterSpec)) from None
+    cluster_links(cluster)
+    return cluster
 
 
 def parse_sizes(text: str) -> list[int]:
@@ -73,14 +82,17 @@ def parse_sizes(text: str) -> list[int]:
     parts = text.split(":")
     values = []
     for part in parts:
-        match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGTB]?)i?B?\s*", part, re.IGNORECASE)
+        match = re.fullmatch(r"\s*(\d{1,15}(?:\.\d{1,15})?)\s*([KMGTB]?)i?B?\s*", part, re.I)
         if not match:
             raise SpecError(
-                f"'--sizes' must look like 1M:4G or 64K (units B, K, M, G, T; got {text!r})"
+                f"'--sizes' must look like 1M:4G or 64K (units B, K, M, G, T; got {text[:40]!r})"
             )
         values.append(int(float(match.group(1)) * _UNITS[match.group(2).upper()]))
-    if len(values) > 2 or values[0] <= 0 or values[-1] < values[0]:
-        raise SpecError(f"'--sizes' must be MIN:MAX with 0 < MIN <= MAX (got {text!r})")
+    if len(values) > 2 or values[0] <= 0 or values[-1] < values[0] or values[-1] > MAX_SIZE_BYTES:
+        raise SpecError(
+            f"'--sizes' must be MIN:MAX with 0 < MIN <= MAX <= 1T, 1 TiB being 1,000x the "
+            f"largest collective of a training step (got {text[:40]!r})"
+        )
     sizes = [values[0]]
     while sizes[-1] * 2 <= values[-1]:
         sizes.append(sizes[-1] * 2)
@@ -100,6 +112,7 @@ def topology(
     png: Annotated[
         Path | None, typer.Option("--png", help="Draw the topology into this PNG (small only).")
     ] = None,
+    max_topology_elements: MaxElementsOption = MAX_TOPOLOGY_ELEMENTS,
 ) -> None:
     """Print the devices, switches, links and bisection bandwidth of a cluster's network.
 
@@ -107,7 +120,11 @@ def topology(
     """
     from simtrain.topology import build_topology
 
+    check_limit(max_topology_elements, "--max-topology-elements")
+    if png is not None:
+        png = image_file(png, "--png")
     cluster = load_cluster(file)
+    check_topology(cluster, max_topology_elements)
     topo = build_topology(cluster)
     table = Table(title=f"{file}: {topo.kind}", show_header=False)
     table.add_row("devices", f"{topo.num_devices} {cluster.accelerator} on {topo.num_nodes} nodes")
@@ -160,6 +177,7 @@ def _draw(topo: object, png: Path) -> None:
         cmap="viridis",
     )
     ax.set_axis_off()
+    make_dir(png.parent, "--png")
     fig.savefig(png, dpi=150, bbox_inches="tight")
     plt.close(fig)
 
@@ -192,6 +210,7 @@ def collective(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print JSON to stdout instead of a table.")
     ] = False,
+    max_topology_elements: MaxElementsOption = MAX_TOPOLOGY_ELEMENTS,
 ) -> None:
     """Time one collective over a range of sizes with the flow-level network model.
 
@@ -202,12 +221,16 @@ def collective(
     from simtrain.network.flow_model import FlowNetworkModel
 
     size_list = parse_sizes(sizes)
+    check_limit(max_topology_elements, "--max-topology-elements")
+    if op not in COLLECTIVE_OPS:
+        raise SpecError(f"'--op' must be one of {', '.join(COLLECTIVE_OPS)} (got {op[:40]!r})")
     cluster = load_cluster(topology_file)
     if ranks < 1 or ranks > cluster.num_gpus:
         raise SpecError(
             f"'--ranks' must be between 1 and the topology's {cluster.num_gpus} devices "
             f"(got {ranks})"
         )
+    check_topology(cluster, max_topology_elements)
     model = FlowNetworkModel.from_cluster(cluster, algorithm=algo, protocol=protocol)
     group = list(range(ranks))
     factor = BUSBW_FACTOR.get(op, lambda n: 1.0)(ranks)

@@ -16,7 +16,9 @@ import typer
 from rich.table import Table
 
 from simtrain.cli.app import app, console
+from simtrain.cli.values import integer, number
 from simtrain.errors import SpecError
+from simtrain.limits import MAX_SCHEDULE_TASKS, check_limit
 from simtrain.parallel.program import Program
 from simtrain.parallel.schedule_timing import (
     ScheduleMetrics,
@@ -25,6 +27,8 @@ from simtrain.parallel.schedule_timing import (
     schedule_program,
 )
 from simtrain.parallel.schedules import SCHEDULES, build_schedule, format_grid
+from simtrain.paths import image_file, make_dir
+from simtrain.specs.base import MAX_LAYERS
 
 # API argument names as the user typed them on the command line
 _FLAGS = {
@@ -103,6 +107,13 @@ def schedule(
     ] = None,
     grid: Annotated[bool, typer.Option("--grid", help="Also print the step × stage grid.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
+    max_tasks: Annotated[
+        int,
+        typer.Option(
+            "--max-tasks",
+            help=f"Refuse a schedule above this many F/B/W tasks (default {MAX_SCHEDULE_TASKS:,}).",
+        ),
+    ] = MAX_SCHEDULE_TASKS,
 ) -> None:
     """Replay a pipeline schedule with abstract stage times: bubble, step time, memory.
 
@@ -110,6 +121,21 @@ def schedule(
     """
     from simtrain.engine import run_program
 
+    integer(pp, "--pp", 1, MAX_LAYERS, "a stage needs a layer")
+    integer(microbatches, "--microbatches", 1, 1 << 24, "as parallel.global_batch_size")
+    integer(vpp, "--vpp", 1, MAX_LAYERS, "a model chunk needs a layer")
+    for flag, value in (("--t-f", t_f), ("--t-b", t_b), ("--t-w", t_w), ("--t-p2p", t_p2p)):
+        number(value, flag, 0, 1e9, "abstract time units; 1e9 is beyond any ratio of interest")
+    check_limit(max_tasks, "--max-tasks")
+    tasks = 3 * pp * vpp * microbatches
+    if tasks > max_tasks:
+        raise SpecError(
+            f"the schedule would have about {tasks:,} tasks (3 x {pp:,} stages x {vpp:,} chunks "
+            f"x {microbatches:,} microbatches), over the limit of {max_tasks:,} (raise it with "
+            f"--max-tasks {tasks})"
+        )
+    if out is not None:
+        out = image_file(out, "--out")
     try:
         actions = build_schedule(name, pp, microbatches, vpp)
         times = StageTimes(forward_s=t_f, backward_s=t_b, weight_s=t_w, p2p_s=t_p2p)
@@ -128,6 +154,7 @@ def schedule(
         + f"  step {metrics.step_time_s:g}  bubble {metrics.bubble_fraction:.1%}"
     )
     if out is not None:
+        make_dir(out.parent, "--out")
         _draw_gantt(program, result.start_s, result.end_s, title, out)
     if as_json:
         report = {

@@ -12,6 +12,10 @@ from rich.console import Console
 from rich.table import Table
 
 from simtrain.cli.app import app, console, err_console, fail
+from simtrain.cli.values import integer, number
+from simtrain.limits import MAX_CONFIGS, check_limit
+from simtrain.paths import image_file, make_dir, output_file, safe_file_name, store_file
+from simtrain.specs.base import MAX_DEVICES, MAX_DEVICES_WHY
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON to stdout instead of tables.")]
 ExecutorOption = Annotated[
@@ -34,6 +38,13 @@ PriceOption = Annotated[
 ]
 JSON_ROW_KEYS: tuple[str, ...] = ("step_time_s", "mfu", "fits", "status")
 """Keys of each ``simtrain sweep --json`` row after the swept fields (issue 8)."""
+
+
+def check_values(workers: int | None, top: int | None, usd_per_gpu_hour: float | None) -> None:
+    """Ranges of the options shared by ``sweep`` and ``plan``."""
+    integer(workers, "--workers", 1, 1024, "processes on one machine")
+    integer(top, "--top", 1, 10_000, "a table longer than 10,000 rows is a file")
+    number(usd_per_gpu_hour, "--usd-per-gpu-hour", 0, 1000, "100x the highest GPU price")
 
 
 def _plain(value: Any) -> Any:
@@ -109,7 +120,7 @@ def counts_line(result: Any) -> str:
 
 def write_table(table: Any, out: Path) -> None:
     """Write the result table as CSV or Parquet, by the file suffix."""
-    out.parent.mkdir(parents=True, exist_ok=True)
+    make_dir(out.parent, "--out")
     if out.suffix == ".csv":
         table.to_csv(out, index=False)
     elif out.suffix == ".parquet":
@@ -150,6 +161,13 @@ def sweep(
     ] = None,
     usd_per_gpu_hour: PriceOption = None,
     as_json: JsonOption = False,
+    max_configs: Annotated[
+        int,
+        typer.Option(
+            "--max-configs",
+            help=f"Refuse a sweep of more configurations than this (default {MAX_CONFIGS:,}).",
+        ),
+    ] = MAX_CONFIGS,
 ) -> None:
     """Simulate every feasible configuration of SWEEP_FILE and rank them.
 
@@ -161,8 +179,18 @@ def sweep(
     from simtrain.sweep import run_sweep
     from simtrain.sweep.pareto import plot_pareto
 
+    check_values(workers, top, usd_per_gpu_hour)
+    check_limit(max_configs, "--max-configs")
+    if out is not None:
+        out = output_file(out, "--out", ("csv", "parquet"))
+    if plot is not None:
+        plot = image_file(plot, "--plot")
+    if store is not None:
+        store = store_file(store, "--store")
     spec, base = load_sweep(sweep_file)
-    store_path = store or Path(".simtrain") / f"{spec.name}.sqlite"
+    store_path = store or store_file(
+        Path(".simtrain") / f"{safe_file_name(spec.name)}.sqlite", "--store"
+    )
     try:
         result = run_sweep(
             spec,
@@ -175,6 +203,7 @@ def sweep(
             overwrite=overwrite,
             progress=not as_json and console.is_terminal,
             usd_per_gpu_hour=usd_per_gpu_hour,
+            max_configs=max_configs,
         )
     except KeyboardInterrupt:
         raise fail(
@@ -279,6 +308,14 @@ def plan(
     """
     from simtrain.sweep.planner import plan as make_plan
 
+    number(tokens, "--tokens", 0, 1e16, "600x the largest published run", above=True)
+    number(deadline_days, "--deadline-days", 0, 1e4, "about 27 years", above=True)
+    number(budget_usd, "--budget-usd", 0, 1e13, "ten trillion dollars")
+    integer(max_gpus, "--max-gpus", 1, MAX_DEVICES, MAX_DEVICES_WHY)
+    number(batch_tokens, "--batch-tokens", 0, 2**40, "a trillion tokens per step", above=True)
+    check_values(workers, None, usd_per_gpu_hour)
+    if store is not None:
+        store = store_file(store, "--store")
     try:
         result = make_plan(
             model,

@@ -6,7 +6,7 @@ import warnings
 
 import numpy as np
 
-from simtrain.catalog import get_accelerator, get_link
+from simtrain.catalog import cluster_links
 from simtrain.errors import SpecError
 from simtrain.specs.cluster import ClusterSpec
 from simtrain.specs.hardware import LinkSpec
@@ -31,14 +31,6 @@ CLOS_FIELDS = (
 """TopologySpec fields read only by the Clos kinds."""
 TORUS_FIELDS = ("torus_shape", "torus_wraparound")
 """TopologySpec fields read only by torus_3d."""
-
-
-def cluster_links(cluster: ClusterSpec) -> tuple[LinkSpec, LinkSpec]:
-    """Scale-up and scale-out links of a cluster, defaulting to the accelerator's own."""
-    acc = get_accelerator(cluster.accelerator)
-    up = get_link(cluster.scale_up_link or acc.scale_up_link, "cluster.scale_up_link")
-    out = get_link(cluster.scale_out_link or acc.scale_out_link, "cluster.scale_out_link")
-    return up, out
 
 
 def build_topology(cluster: ClusterSpec) -> Topology:
