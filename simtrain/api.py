@@ -48,6 +48,10 @@ def network_model_for(spec: ExperimentSpec) -> NetworkModel:
     with all the collective's SPMD replicas (:mod:`simtrain.engine.replicas`).
     """
     sim = spec.simulation
+    if sim.collective_algorithm != "auto":
+        from simtrain.collectives.base import get_algorithm
+
+        get_algorithm(sim.collective_algorithm, field="simulation.collective_algorithm")
     if sim.network_model == "flow":
         from simtrain.engine.replicas import ReplicatedNetwork
         from simtrain.network.flow_model import FlowNetworkModel

@@ -44,7 +44,7 @@ def get_link(name: str, field: str = "cluster.scale_up_link", kind: str | None =
 
 
 def cluster_links(cluster: ClusterSpec) -> tuple[LinkSpec, LinkSpec]:
-    """Scale-up and scale-out links of a cluster, each checked for its role.
+    """Scale-up and scale-out links of a cluster; a link the cluster names must fit its role.
 
     Links left out default to the accelerator's own.
 
@@ -52,8 +52,10 @@ def cluster_links(cluster: ClusterSpec) -> tuple[LinkSpec, LinkSpec]:
         SpecError: an unknown accelerator or link, or a link in the wrong role.
     """
     acc = get_accelerator(cluster.accelerator)
-    up = get_link(cluster.scale_up_link or acc.scale_up_link, "cluster.scale_up_link", "scale_up")
-    out = get_link(
-        cluster.scale_out_link or acc.scale_out_link, "cluster.scale_out_link", "scale_out"
-    )
+    # Roles are checked for links the user names; an accelerator's own pair is catalog data
+    # (a TPU's "scale-out" is its ICI torus, which the torus topology reads instead).
+    up_role = "scale_up" if cluster.scale_up_link else None
+    out_role = "scale_out" if cluster.scale_out_link else None
+    up = get_link(cluster.scale_up_link or acc.scale_up_link, "cluster.scale_up_link", up_role)
+    out = get_link(cluster.scale_out_link or acc.scale_out_link, "cluster.scale_out_link", out_role)
     return up, out

@@ -52,7 +52,7 @@ def run(
     experiment: Annotated[Path, typer.Argument(help="Experiment YAML file.")],
     overrides: SetOption = None,
     out: Annotated[
-        Path | None,
+        str | None,
         typer.Option("--out", help="Directory for report.json, report.md, PNGs and trace.json."),
     ] = None,
     as_json: JsonOption = False,
@@ -157,7 +157,7 @@ def validate(
 @app.command()
 def trace(
     experiment: Annotated[Path, typer.Argument(help="Experiment YAML file.")],
-    out: Annotated[Path, typer.Option("--out", help="Trace JSON file (directory for chakra).")],
+    out: Annotated[str, typer.Option("--out", help="Trace JSON file (directory for chakra).")],
     overrides: SetOption = None,
     full: Annotated[bool, typer.Option("--full", help="Include every rank.")] = False,
     fmt: Annotated[

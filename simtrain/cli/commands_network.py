@@ -110,7 +110,7 @@ def _human_bytes(size: float) -> str:
 def topology(
     file: Annotated[str, typer.Argument(help="Cluster YAML file (or a preset name).")],
     png: Annotated[
-        Path | None, typer.Option("--png", help="Draw the topology into this PNG (small only).")
+        str | None, typer.Option("--png", help="Draw the topology into this PNG (small only).")
     ] = None,
     max_topology_elements: MaxElementsOption = MAX_TOPOLOGY_ELEMENTS,
 ) -> None:
@@ -231,12 +231,16 @@ def collective(
             f"(got {ranks})"
         )
     check_topology(cluster, max_topology_elements)
-    model = FlowNetworkModel.from_cluster(cluster, algorithm=algo, protocol=protocol)
     group = list(range(ranks))
     factor = BUSBW_FACTOR.get(op, lambda n: 1.0)(ranks)
     rows = []
-    for size in size_list:
-        timing = model.time_collective(op, group, size)
+    try:
+        model = FlowNetworkModel.from_cluster(cluster, algorithm=algo, protocol=protocol)
+        timings = [model.time_collective(op, group, size) for size in size_list]
+    except SpecError as exc:  # name the flags the user typed, not the API's arguments
+        message = str(exc).replace("'algo'", "'--algo'").replace("'protocol'", "'--protocol'")
+        raise SpecError(message) from None
+    for size, timing in zip(size_list, timings, strict=True):
         algbw = size / timing.time_s / 1e9 if timing.time_s > 0 else 0.0
         rows.append(
             {

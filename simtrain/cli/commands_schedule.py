@@ -103,7 +103,7 @@ def schedule(
         float, typer.Option("--t-p2p", help="Transfer time between stages (0 = free).")
     ] = 0.0,
     out: Annotated[
-        Path | None, typer.Option("--out", help="Write the Gantt chart to this image file.")
+        str | None, typer.Option("--out", help="Write the Gantt chart to this image file.")
     ] = None,
     grid: Annotated[bool, typer.Option("--grid", help="Also print the step × stage grid.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,

@@ -47,6 +47,26 @@ def check_values(workers: int | None, top: int | None, usd_per_gpu_hour: float |
     number(usd_per_gpu_hour, "--usd-per-gpu-hour", 0, 1000, "100x the highest GPU price")
 
 
+def require_a_valid_configuration(spec: Any, base: dict[str, Any], max_configs: int) -> None:
+    """Refuse a sweep none of whose configurations is a valid experiment (a broken base).
+
+    Stops at the first valid configuration, so a normal sweep pays for one validation.
+    """
+    from simtrain.api import simtrain_version
+    from simtrain.errors import SpecError
+    from simtrain.sweep.enumerate import candidates
+
+    first_reason, total = "", 0
+    for cand in candidates(spec, base, simtrain_version(), max_configs):
+        if cand.status != "invalid":
+            return
+        first_reason, total = first_reason or cand.reason, total + 1
+    raise SpecError(
+        f"the sweep's configurations must include a valid experiment (got {total} invalid "
+        f"ones; the first: {first_reason})"
+    )
+
+
 def _plain(value: Any) -> Any:
     """JSON-ready scalar: numpy numbers to Python, NaN to None."""
     if hasattr(value, "item"):
@@ -139,7 +159,7 @@ def sweep(
     address: AddressOption = None,
     workers: WorkersOption = None,
     store: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             "--store", help="SQLite result store (default: .simtrain/<sweep name>.sqlite)."
         ),
@@ -151,10 +171,10 @@ def sweep(
         bool, typer.Option("--overwrite", help="Empty a non-empty store and start over.")
     ] = False,
     out: Annotated[
-        Path | None, typer.Option("--out", help="Write every row to results.csv or .parquet.")
+        str | None, typer.Option("--out", help="Write every row to results.csv or .parquet.")
     ] = None,
     plot: Annotated[
-        Path | None, typer.Option("--plot", help="Save the Pareto-front plot (PNG/SVG/PDF).")
+        str | None, typer.Option("--plot", help="Save the Pareto-front plot (PNG/SVG/PDF).")
     ] = None,
     top: Annotated[
         int | None, typer.Option("--top", min=1, help="Rows of the ranked table (default: top_k).")
@@ -188,6 +208,7 @@ def sweep(
     if store is not None:
         store = store_file(store, "--store")
     spec, base = load_sweep(sweep_file)
+    require_a_valid_configuration(spec, base, max_configs)
     store_path = store or store_file(
         Path(".simtrain") / f"{safe_file_name(spec.name)}.sqlite", "--store"
     )
@@ -214,6 +235,7 @@ def sweep(
     if out is not None:
         write_table(result.table, out)
     if plot is not None:
+        make_dir(plot.parent, "--plot")
         plot_pareto(result.table, plot, title=f"{spec.name}: Pareto fronts")
     if as_json:
         rows = [
@@ -292,7 +314,7 @@ def plan(
     address: AddressOption = None,
     workers: WorkersOption = None,
     store: Annotated[
-        Path | None,
+        str | None,
         typer.Option("--store", help="SQLite store of the layouts (emptied unless --resume)."),
     ] = None,
     resume: Annotated[

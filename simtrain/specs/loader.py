@@ -83,7 +83,7 @@ def load_yaml_tree(
         bases = [bases]
     if (
         not isinstance(bases, list)
-        or not all(isinstance(b, str) and b for b in bases)
+        or not all(isinstance(b, str) and b and "\0" not in b for b in bases)
         or len(bases) > MAX_EXTENDS_FILES
     ):
         shown = repr(bases) if len(repr(bases)) < 80 else f"{type(bases).__name__} of {len(bases)}"
@@ -227,6 +227,8 @@ def _message(err: Any, model: Any) -> str:
         return "must have a 'kind' of " + msg.split("expected tags: ")[-1].rstrip(")")
     if kind == "union_tag_not_found":
         return "must have a 'kind'"
+    if kind == "string_too_long":
+        return "must be " + msg.replace("String should have", "a string of")
     if msg.startswith("Input should be "):
         return "must be " + msg.removeprefix("Input should be ")
     return msg
@@ -249,7 +251,10 @@ def format_validation_error(exc: ValidationError, source: str = "", model: Any =
             got = err.get("input")
             shown = (
                 ""
-                if err["type"] in ("missing",) or isinstance(got, dict) or msg.startswith("is ")
+                if err["type"] in ("missing",)
+                or isinstance(got, dict)
+                or msg.startswith("is ")
+                or "(got " in msg
                 else f" (got {_shown(got)})"
             )
             if "[" in msg and msg.endswith("]") and shown:

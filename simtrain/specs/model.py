@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import model_validator
+from pydantic import Field, model_validator
 
 from simtrain.specs.base import MAX_LAYERS, Spec, bounded, must_divide
 
@@ -16,7 +16,7 @@ class ModelSpec(Spec):
     GQA) and MoE variants of either.
     """
 
-    name: str = "model"
+    name: str = Field(default="model", max_length=200)
     """Display name, e.g. ``gpt3-175b``."""
     num_layers: int = bounded(gt=0, le=MAX_LAYERS, why="50x the deepest published LLM")
     """Number of transformer layers (blocks)."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 from enum import Enum
 from typing import Literal
 
+from pydantic import field_validator
+
 from simtrain.specs.base import MAX_DEVICES, MAX_DEVICES_WHY, MAX_LAYERS, Spec, bounded
 
 
@@ -24,6 +26,8 @@ class MeshAxis(str, Enum):
         return self.value
 
 
+RANK_AXES = ("tp", "cp", "ep", "dp", "pp")
+"""Axes a ``rank_order`` may name."""
 PipelineScheduleName = Literal["gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "dualpipe"]
 RecomputeMode = Literal["none", "selective", "full"]
 
@@ -79,7 +83,21 @@ class ParallelSpec(Spec):
     """Gradient bucket size for the overlapped data-parallel reduction. Default: Megatron's
     DDP bucket of 40M elements in fp32 = 160 MB."""
     rank_order: str = "tp-cp-ep-dp-pp"
-    """Order of mesh axes from innermost (adjacent ranks) to outermost."""
+    """Order of mesh axes from innermost (adjacent ranks) to outermost: distinct axes among
+    tp, cp, ep, dp and pp joined by '-'."""
+
+    @field_validator("rank_order")
+    @classmethod
+    def _axes_once(cls, value: str) -> str:
+        """Each axis named once, and only known axes."""
+        axes = value.split("-")
+        if len(value) > 40 or len(set(axes)) != len(axes) or not set(axes) <= set(RANK_AXES):
+            shown = value if len(value) <= 40 else value[:37] + "..."
+            raise ValueError(
+                f"must join distinct axes among {', '.join(RANK_AXES)} with '-', e.g. "
+                f"tp-cp-ep-dp-pp (got {shown!r})"
+            )
+        return value
 
     @property
     def num_microbatches(self) -> int:

@@ -26,16 +26,20 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from yaml.composer import Composer
+from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from yaml.resolver import Resolver
 
 from simtrain.errors import SpecError
 
-MAX_FILE_BYTES = 4 * 1024 * 1024
-"""Largest YAML file read (4 MiB; the largest shipped file is under 4 KiB)."""
+MAX_FILE_BYTES = 1024 * 1024
+"""Largest YAML file read (1 MiB; the largest shipped file is under 4 KiB)."""
 MAX_ALIASES = 128
 """Most ``*alias`` references in one document."""
-MAX_NODES = 100_000
-"""Most scalars, sequences and mappings in one document with every alias expanded."""
+MAX_NODES = 20_000
+"""Most scalars, sequences and mappings in one document, and with every alias expanded
+(the largest shipped file has a few hundred)."""
 MAX_DEPTH = 64
 """Deepest nesting of sequences and mappings."""
 MAX_INT_DIGITS = 30
@@ -52,17 +56,53 @@ class _LimitError(Exception):
     """A limit of the front door was exceeded (turned into a SpecError by the caller)."""
 
 
-class _BoundedLoader(yaml.SafeLoader):
-    """SafeLoader with alias, size, depth, duplicate-key and integer-length limits."""
+try:  # libyaml scans and parses in C (fast); composing and constructing stay in Python
+    from yaml._yaml import CParser as _EventSource
+
+    def _init_source(loader: Any, stream: str) -> None:
+        _EventSource.__init__(loader, stream)
+
+    _SOURCES: tuple[type, ...] = (_EventSource,)
+except ImportError:  # pragma: no cover - PyYAML built without libyaml
+    from yaml.parser import Parser
+    from yaml.reader import Reader
+    from yaml.scanner import Scanner
+
+    def _init_source(loader: Any, stream: str) -> None:
+        Reader.__init__(loader, stream)
+        Scanner.__init__(loader)
+        Parser.__init__(loader)
+
+    _SOURCES = (Reader, Scanner, Parser)
+
+
+class _BoundedLoader(*_SOURCES, Composer, SafeConstructor, Resolver):  # type: ignore[misc]
+    """A safe loader with alias, size, depth, duplicate-key and integer-length limits.
+
+    Events come from libyaml when PyYAML has it (scanning a 4 MiB file takes 0.1 s in C
+    and 10 s in Python); nodes are composed here, in Python, so every limit is checked as
+    each node is made, before the next one is read.
+    """
 
     def __init__(self, stream: str) -> None:
-        super().__init__(stream)
+        _init_source(self, stream)
+        Composer.__init__(self)
+        SafeConstructor.__init__(self)
+        Resolver.__init__(self)
         self._num_aliases = 0
+        self._num_nodes = 0
         self._depth = 0
         self._weight: dict[int, int] = {}
 
+    get_single_node = Composer.get_single_node  # the Python composer, not libyaml's
+
     def compose_node(self, parent: Node | None, index: Any) -> Node:
-        """Compose one node, counting aliases, depth and the expanded size."""
+        """Compose one node, counting aliases, nodes, depth and the expanded size."""
+        self._num_nodes += 1
+        if self._num_nodes > MAX_NODES:
+            event = self.peek_event()
+            line = event.start_mark.line + 1 if event.start_mark else 0
+            raise _LimitError(f"must have at most {MAX_NODES:,} values (got more, at line {line})")
         if self.check_event(yaml.AliasEvent):
             self._num_aliases += 1
             if self._num_aliases > MAX_ALIASES:
@@ -71,7 +111,7 @@ class _BoundedLoader(yaml.SafeLoader):
                 raise _LimitError(
                     f"must use at most {MAX_ALIASES} aliases (got more, at line {line})"
                 )
-            return super().compose_node(parent, index)
+            return Composer.compose_node(self, parent, index)
         self._depth += 1
         try:
             if self._depth > MAX_DEPTH:
@@ -80,7 +120,7 @@ class _BoundedLoader(yaml.SafeLoader):
                 raise _LimitError(
                     f"must nest at most {MAX_DEPTH} levels deep (got more, at line {line})"
                 )
-            node = super().compose_node(parent, index)
+            node = Composer.compose_node(self, parent, index)
         finally:
             self._depth -= 1
         weight = 1
@@ -107,7 +147,7 @@ class _BoundedLoader(yaml.SafeLoader):
                 f"must write integers with at most {MAX_INT_DIGITS} digits "
                 f"(got {digits} digits{_where(node)})"
             )
-        return super().construct_yaml_int(node)
+        return SafeConstructor.construct_yaml_int(self, node)
 
 
 _BoundedLoader.add_constructor("tag:yaml.org,2002:int", _BoundedLoader.construct_yaml_int)

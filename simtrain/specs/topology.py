@@ -77,4 +77,11 @@ class TopologySpec(Spec):
             )
         if self.switch_radix % 2:
             raise ValueError(f"'topology.switch_radix' must be even (got {self.switch_radix})")
+        for name in ("leaf_down_ports", "spines_per_pod"):
+            value = getattr(self, name)
+            if value is not None and value > self.switch_radix:
+                raise ValueError(
+                    f"'topology.{name}'={value} must be at most topology.switch_radix="
+                    f"{self.switch_radix} (a switch has no more ports)"
+                )
         return self
