@@ -125,6 +125,11 @@ def topology(
         png = image_file(png, "--png")
     cluster = load_cluster(file)
     check_topology(cluster, max_topology_elements)
+    if png is not None and cluster.num_gpus > MAX_DRAWN_NODES:
+        raise fail(
+            f"'--png' draws topologies of at most {MAX_DRAWN_NODES} devices and switches "
+            f"(got {cluster.num_gpus} devices); lower cluster.num_gpus"
+        )
     topo = build_topology(cluster)
     table = Table(title=f"{file}: {topo.kind}", show_header=False)
     table.add_row("devices", f"{topo.num_devices} {cluster.accelerator} on {topo.num_nodes} nodes")

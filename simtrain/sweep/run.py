@@ -172,6 +172,12 @@ def open_store(store: str | Path, resume: bool, overwrite: bool) -> ResultStore:
         )
     if overwrite and not resume:
         results.clear()
+    elif resume:
+        try:
+            results.get_all()  # unreadable rows are an error now, not after the sweep has run
+        except SpecError:
+            results.close()
+            raise
     return results
 
 

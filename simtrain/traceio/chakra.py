@@ -23,10 +23,9 @@ their GEMM shape from ``inputs`` (:mod:`~simtrain.traceio.shapes`).
 from __future__ import annotations
 
 import dataclasses
-import gzip
-import io
 import json
 import re
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -147,17 +146,20 @@ def _messages(data: bytes, name: str) -> Iterator[tuple[bytes, int]]:
 def _gunzip(raw: bytes, name: str) -> bytes:
     """Decompress gzip data, refusing output beyond the file-size limit (a gzip bomb)."""
     limit = limits.MAX_DECOMPRESSED_BYTES
-    chunks, size = [], 0
+    chunks, size, data = [], 0, raw
     try:
-        with gzip.GzipFile(fileobj=io.BytesIO(raw)) as stream:
-            while chunk := stream.read(1 << 20):
-                chunks.append(chunk)
-                size += len(chunk)
-                if size > limit:
-                    raise TraceFormatError(
-                        f"{name}: decompressed size must be at most {limit} bytes (got more)"
-                    )
-    except (OSError, EOFError) as exc:
+        while data:  # one gzip member after another (concatenated members are valid gzip)
+            member = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            chunks.append(member.decompress(data, limit + 1 - size))
+            size += len(chunks[-1])
+            if size > limit:
+                raise TraceFormatError(
+                    f"{name}: decompressed size must be at most {limit} bytes (got more)"
+                )
+            if not member.eof:
+                raise TraceFormatError(f"{name}: corrupt gzip data (truncated stream)")
+            data = member.unused_data
+    except zlib.error as exc:
         raise TraceFormatError(f"{name}: corrupt gzip data ({exc})") from None
     return b"".join(chunks)
 

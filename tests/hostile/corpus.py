@@ -42,8 +42,9 @@ class Case:
     field: str
     """A fragment the one error line must contain (the field or flag at fault)."""
     files: dict[str, Any] = field(default_factory=dict)
-    """Relative path -> bytes, str, ``{"symlink": target}``, ``{"sparse": size}``, None (a
-    directory) or :data:`FIFO`."""
+    """Relative path -> bytes, str, ``{"symlink": target}``, ``{"sparse": size}``, ``{"repeat":
+    bytes, "times": n, "prefix": bytes, "suffix": bytes}`` (a large file written by the
+    runner), None (a directory) or :data:`FIFO`."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for the runner's child process (no import of this module there)."""
@@ -94,6 +95,10 @@ def _flow(value: Any) -> str:
     if isinstance(value, dict):
         return "{" + ", ".join(f"{json.dumps(str(k))}: {_flow(v)}" for k, v in value.items()) + "}"
     if isinstance(value, list | tuple):
+        if value and all(v is value[0] for v in value):  # one element repeated: render it once
+            return "[" + ", ".join([_flow(value[0])] * len(value)) + "]"
+        if all(type(v) is int for v in value):
+            return json.dumps(list(value))
         return "[" + ", ".join(_flow(v) for v in value) + "]"
     if isinstance(value, float):
         if value != value:
@@ -103,7 +108,9 @@ def _flow(value: Any) -> str:
         text = repr(value)
         if "e" in text and "." not in text.split("e")[0]:
             mantissa, exponent = text.split("e")
-            text = f"{mantissa}.0e{'+' if not exponent.startswith('-') else ''}{exponent.lstrip('+')}"
+            text = (
+                f"{mantissa}.0e{'+' if not exponent.startswith('-') else ''}{exponent.lstrip('+')}"
+            )
         return text
     return json.dumps(value)
 
@@ -240,7 +247,11 @@ def _yaml_cases() -> list[Case]:
         "extends",
     )
     add("extends_nul_byte", {"exp.yaml": 'extends: "a\\0b.yaml"\n' + base}, "extends")
-    add("extends_to_list_file", {"exp.yaml": "extends: l.yaml\n" + base, "l.yaml": "[1, 2]\n"}, "l.yaml")
+    add(
+        "extends_to_list_file",
+        {"exp.yaml": "extends: l.yaml\n" + base, "l.yaml": "[1, 2]\n"},
+        "l.yaml",
+    )
     add("fifo_experiment", {"exp.yaml": FIFO}, "exp.yaml")
     add("directory_experiment", {"exp.yaml": None}, "exp.yaml")
     add("missing_experiment", {}, "exp.yaml")
@@ -250,15 +261,37 @@ def _yaml_cases() -> list[Case]:
     add("top_level_list", {"exp.yaml": "- 1\n- 2\n"}, "exp.yaml")
     add("top_level_scalar", {"exp.yaml": "42\n"}, "exp.yaml")
     add("tabs_indentation", {"exp.yaml": "model:\n\tnum_layers: 2\n"}, "exp.yaml")
-    add("python_object_tag", {"exp.yaml": "name: !!python/object/apply:os.system ['true']\n"}, "exp.yaml")
+    add(
+        "python_object_tag",
+        {"exp.yaml": "name: !!python/object/apply:os.system ['true']\n"},
+        "exp.yaml",
+    )
     add("unknown_tag", {"exp.yaml": base + "x: !custom 1\n"}, "exp.yaml")
     add("unhashable_key", {"exp.yaml": base + "? [a, b]\n: 1\n"}, "exp.yaml")
     add("integer_key", {"exp.yaml": base + "1: 2\n"}, "1")
-    add("huge_integer_literal", {"exp.yaml": base.replace("num_layers: 2", "num_layers: " + "9" * 6000)}, "digits")
-    add("huge_float_literal", {"exp.yaml": base.replace("num_layers: 2", "num_layers: 1" + "0" * 6000 + ".5")}, "num_layers")
-    add("timestamp_as_name", {"exp.yaml": base.replace("name: tiny", "name: 2001-12-14", 1)}, "name")
-    add("twenty_megabytes_of_comments", {"exp.yaml": base + ("#" * 1023 + "\n") * 20_000}, "exp.yaml")
-    add("ten_megabyte_name", {"exp.yaml": base.replace("name: tiny", "name: " + "x" * 10_000_000, 1)}, "exp.yaml")
+    add(
+        "huge_integer_literal",
+        {"exp.yaml": base.replace("num_layers: 2", "num_layers: " + "9" * 6000)},
+        "digits",
+    )
+    add(
+        "huge_float_literal",
+        {"exp.yaml": base.replace("num_layers: 2", "num_layers: 1" + "0" * 6000 + ".5")},
+        "num_layers",
+    )
+    add(
+        "timestamp_as_name", {"exp.yaml": base.replace("name: tiny", "name: 2001-12-14", 1)}, "name"
+    )
+    add(
+        "two_megabytes_of_comments",
+        {"exp.yaml": base + ("#" * 1023 + "\n") * 2000},
+        "exp.yaml",
+    )
+    add(
+        "two_megabyte_name",
+        {"exp.yaml": base.replace("name: tiny", "name: " + "x" * 2_000_000, 1)},
+        "exp.yaml",
+    )
     add("merge_key_bomb", {"exp.yaml": "\n".join(laughs) + "\n<<: *a9\n"}, "exp.yaml")
     add("sparse_two_gigabyte_file", {"exp.yaml": {"sparse": 2 << 30}}, "exp.yaml")
 
@@ -269,7 +302,9 @@ def _yaml_cases() -> list[Case]:
         )
 
     add_set("set_deep_list", "model.name=" + "[" * 50_000 + "]" * 50_000, "model.name")
-    add_set("set_alias_bomb", "model.name=" + "[" * 3 + "&a [1]" + ", *a" * 2000 + "]" * 3, "model.name")
+    add_set(
+        "set_alias_bomb", "model.name=" + "[" * 3 + "&a [1]" + ", *a" * 2000 + "]" * 3, "model.name"
+    )
     add_set("set_deep_key", "model." + ".".join(["a"] * 5000) + "=1", "--set")
     add_set("set_no_equals", "parallel.tp", "--set")
     add_set("set_empty_key", "=3", "--set")
@@ -347,7 +382,9 @@ def _experiment_cases() -> list[Case]:
 
     def add(name: str, data: dict[str, Any], fld: str, extra: tuple[str, ...] = ()) -> None:
         cases.append(
-            Case("experiment", name, ("run", "{in}/exp.yaml", *extra), fld, {"exp.yaml": dump(data)})
+            Case(
+                "experiment", name, ("run", "{in}/exp.yaml", *extra), fld, {"exp.yaml": dump(data)}
+            )
         )
 
     for path, _annotation, patch in _spec_numeric_fields():
@@ -361,19 +398,49 @@ def _experiment_cases() -> list[Case]:
             add(f"{path}{tag}={label}", merged(start, dotted(path, value)), path)
 
     # cross-field semantics
-    add("scale_out_link_nvlink4", merged(TINY, {"cluster": {"scale_out_link": "nvlink4"}}), "cluster.scale_out_link")
-    add("scale_up_link_ib_ndr", merged(TINY, {"cluster": {"scale_up_link": "ib-ndr"}}), "cluster.scale_up_link")
-    add("scale_up_link_unknown", merged(TINY, {"cluster": {"scale_up_link": "warp-drive"}}), "cluster.scale_up_link")
-    add("accelerator_unknown", merged(TINY, {"cluster": {"accelerator": "H900"}}), "cluster.accelerator")
+    add(
+        "scale_out_link_nvlink4",
+        merged(TINY, {"cluster": {"scale_out_link": "nvlink4"}}),
+        "cluster.scale_out_link",
+    )
+    add(
+        "scale_up_link_ib_ndr",
+        merged(TINY, {"cluster": {"scale_up_link": "ib-ndr"}}),
+        "cluster.scale_up_link",
+    )
+    add(
+        "scale_up_link_unknown",
+        merged(TINY, {"cluster": {"scale_up_link": "warp-drive"}}),
+        "cluster.scale_up_link",
+    )
+    add(
+        "accelerator_unknown",
+        merged(TINY, {"cluster": {"accelerator": "H900"}}),
+        "cluster.accelerator",
+    )
     add("accelerator_empty", merged(TINY, {"cluster": {"accelerator": ""}}), "cluster.accelerator")
     add(
         "radix_2_thousands_of_gpus",
-        merged(TINY, {"cluster": {"num_gpus": 4096, "topology": {"switch_radix": 2}}, "parallel": {"global_batch_size": 4096}, "simulation": {"network_model": "flow"}}),
+        merged(
+            TINY,
+            {
+                "cluster": {"num_gpus": 4096, "topology": {"switch_radix": 2}},
+                "parallel": {"global_batch_size": 4096},
+                "simulation": {"network_model": "flow"},
+            },
+        ),
         "switch_radix",
     )
     add(
         "radix_4_two_tiers_forced",
-        merged(TINY, {"cluster": {"num_gpus": 4096, "topology": {"switch_radix": 4, "num_tiers": 3}}, "parallel": {"global_batch_size": 4096}, "simulation": {"network_model": "flow"}}),
+        merged(
+            TINY,
+            {
+                "cluster": {"num_gpus": 4096, "topology": {"switch_radix": 4, "num_tiers": 3}},
+                "parallel": {"global_batch_size": 4096},
+                "simulation": {"network_model": "flow"},
+            },
+        ),
         "switch_radix",
     )
     add(
@@ -388,12 +455,30 @@ def _experiment_cases() -> list[Case]:
     )
     add(
         "torus_product_mismatch",
-        merged(TINY, {"cluster": {"accelerator": "TPUv4", "gpus_per_node": 4, "topology": {"kind": "torus_3d", "torus_shape": [4, 4, 4]}}}),
+        merged(
+            TINY,
+            {
+                "cluster": {
+                    "accelerator": "TPUv4",
+                    "gpus_per_node": 4,
+                    "topology": {"kind": "torus_3d", "torus_shape": [4, 4, 4]},
+                }
+            },
+        ),
         "torus_shape",
     )
     add(
         "torus_huge_dimension",
-        merged(TINY, {"cluster": {"accelerator": "TPUv4", "gpus_per_node": 4, "topology": {"kind": "torus_3d", "torus_shape": [1 << 40, 1, 1]}}}),
+        merged(
+            TINY,
+            {
+                "cluster": {
+                    "accelerator": "TPUv4",
+                    "gpus_per_node": 4,
+                    "topology": {"kind": "torus_3d", "torus_shape": [1 << 40, 1, 1]},
+                }
+            },
+        ),
         "torus_shape",
     )
     add(
@@ -406,15 +491,33 @@ def _experiment_cases() -> list[Case]:
         merged(TINY, {"cluster": {"topology": {"kind": "torus_3d", "torus_shape": [4, 4]}}}),
         "torus_shape",
     )
-    add("collective_algorithm_magic", merged(TINY, {"simulation": {"collective_algorithm": "magic"}}), "simulation.collective_algorithm")
+    add(
+        "collective_algorithm_magic",
+        merged(TINY, {"simulation": {"collective_algorithm": "magic"}}),
+        "simulation.collective_algorithm",
+    )
     add(
         "collective_algorithm_magic_flow",
         merged(TINY, {"simulation": {"collective_algorithm": "magic", "network_model": "flow"}}),
         "simulation.collective_algorithm",
     )
-    add("network_model_magic", merged(TINY, {"simulation": {"network_model": "magic"}}), "simulation.network_model")
-    add("gpus_per_node_1e9", merged(TINY, {"cluster": {"gpus_per_node": 1_000_000_000}}), "cluster.gpus_per_node")
-    add("num_gpus_2_31", merged(TINY, {"cluster": {"num_gpus": 1 << 31}, "parallel": {"global_batch_size": 1 << 31}}), "cluster.num_gpus")
+    add(
+        "network_model_magic",
+        merged(TINY, {"simulation": {"network_model": "magic"}}),
+        "simulation.network_model",
+    )
+    add(
+        "gpus_per_node_1e9",
+        merged(TINY, {"cluster": {"gpus_per_node": 1_000_000_000}}),
+        "cluster.gpus_per_node",
+    )
+    add(
+        "num_gpus_2_31",
+        merged(
+            TINY, {"cluster": {"num_gpus": 1 << 31}, "parallel": {"global_batch_size": 1 << 31}}
+        ),
+        "cluster.num_gpus",
+    )
     add("num_gpus_string", merged(TINY, {"cluster": {"num_gpus": "sixteen"}}), "cluster.num_gpus")
     add("num_gpus_negative", merged(TINY, {"cluster": {"num_gpus": -16}}), "cluster.num_gpus")
     add("num_gpus_list", merged(TINY, {"cluster": {"num_gpus": [16]}}), "cluster.num_gpus")
@@ -423,21 +526,57 @@ def _experiment_cases() -> list[Case]:
     add("seed_2_80", merged(TINY, {"seed": 1 << 80}), "seed")
     add("seed_negative", merged(TINY, {"seed": -1}), "seed")
     add("vocab_size_1e15", merged(TINY, {"model": {"vocab_size": 10**15}}), "model.vocab_size")
-    add("total_tokens_1e300", merged(TINY, {"training": {"total_tokens": 1e300}}), "training.total_tokens")
-    add("usd_per_gpu_hour_inf", merged(TINY, {"cost": {"usd_per_gpu_hour": float("inf")}}), "cost.usd_per_gpu_hour")
+    add(
+        "total_tokens_1e300",
+        merged(TINY, {"training": {"total_tokens": 1e300}}),
+        "training.total_tokens",
+    )
+    add(
+        "usd_per_gpu_hour_inf",
+        merged(TINY, {"cost": {"usd_per_gpu_hour": float("inf")}}),
+        "cost.usd_per_gpu_hour",
+    )
     add("dtype_unknown", merged(TINY, {"training": {"dtype": "fp4"}}), "training.dtype")
-    add("dtype_fp8_on_a100", merged(TINY, {"cluster": {"accelerator": "A100-80GB"}, "training": {"dtype": "fp8"}}), "fp8")
+    add(
+        "dtype_fp8_on_a100",
+        merged(TINY, {"cluster": {"accelerator": "A100-80GB"}, "training": {"dtype": "fp8"}}),
+        "fp8",
+    )
     add("unknown_section", merged(TINY, {"modle": {"num_layers": 2}}), "modle")
-    add("unknown_field", merged(TINY, {"parallel": {"tensor_parallel": 2}}), "parallel.tensor_parallel")
+    add(
+        "unknown_field",
+        merged(TINY, {"parallel": {"tensor_parallel": 2}}),
+        "parallel.tensor_parallel",
+    )
     add("section_is_list", {**TINY, "parallel": [1, 2]}, "parallel")
     add("section_is_string", {**TINY, "cluster": "dgx"}, "cluster")
     add("missing_model", {k: v for k, v in TINY.items() if k != "model"}, "model")
-    add("rank_order_garbage", merged(TINY, {"parallel": {"rank_order": "tp-xx-yy"}}), "parallel.rank_order")
-    add("rank_order_duplicate_axis", merged(TINY, {"parallel": {"rank_order": "tp-tp-dp-pp"}}), "parallel.rank_order")
-    add("rank_order_huge", merged(TINY, {"parallel": {"rank_order": "tp-" * 100_000 + "dp"}}), "parallel.rank_order")
+    add(
+        "rank_order_garbage",
+        merged(TINY, {"parallel": {"rank_order": "tp-xx-yy"}}),
+        "parallel.rank_order",
+    )
+    add(
+        "rank_order_duplicate_axis",
+        merged(TINY, {"parallel": {"rank_order": "tp-tp-dp-pp"}}),
+        "parallel.rank_order",
+    )
+    add(
+        "rank_order_huge",
+        merged(TINY, {"parallel": {"rank_order": "tp-" * 100_000 + "dp"}}),
+        "parallel.rank_order",
+    )
     add("name_one_megabyte", merged(TINY, {"name": "n" * 1_000_000}), "name")
-    add("nics_per_node_huge", merged(TINY, {"cluster": {"nics_per_node": 1 << 40}}), "cluster.nics_per_node")
-    add("moe_experts_million", merged(TINY, {"model": {"num_experts": 1_000_000, "moe_top_k": 2}}), "model.num_experts")
+    add(
+        "nics_per_node_huge",
+        merged(TINY, {"cluster": {"nics_per_node": 1 << 40}}),
+        "cluster.nics_per_node",
+    )
+    add(
+        "moe_experts_million",
+        merged(TINY, {"model": {"num_experts": 1_000_000, "moe_top_k": 2}}),
+        "model.num_experts",
+    )
 
     # work that explodes: refused up front with the number and the flag that raises the limit
     add("num_layers_1e6", merged(TINY, {"model": {"num_layers": 1_000_000}}), "model.num_layers")
@@ -446,7 +585,11 @@ def _experiment_cases() -> list[Case]:
         merged(TINY, {"model": {"num_layers": 1000}, "parallel": {"global_batch_size": 800_000}}),
         "--max-tasks",
     )
-    add("global_batch_1e12", merged(TINY, {"parallel": {"global_batch_size": 10**12}}), "parallel.global_batch_size")
+    add(
+        "global_batch_1e12",
+        merged(TINY, {"parallel": {"global_batch_size": 10**12}}),
+        "parallel.global_batch_size",
+    )
     add(
         "global_batch_many_microbatches",
         merged(TINY, {"parallel": {"global_batch_size": 8 << 20}}),
@@ -454,24 +597,48 @@ def _experiment_cases() -> list[Case]:
     )
     add(
         "full_on_65536_ranks",
-        merged(TINY, {"cluster": {"num_gpus": 65536}, "parallel": {"global_batch_size": 65536 * 4}}),
+        merged(
+            TINY, {"cluster": {"num_gpus": 65536}, "parallel": {"global_batch_size": 65536 * 4}}
+        ),
         "--max-tasks",
         ("--full",),
     )
     add(
         "full_in_spec_65536",
-        merged(TINY, {"cluster": {"num_gpus": 65536}, "parallel": {"global_batch_size": 65536 * 4}, "simulation": {"full": True}}),
+        merged(
+            TINY,
+            {
+                "cluster": {"num_gpus": 65536},
+                "parallel": {"global_batch_size": 65536 * 4},
+                "simulation": {"full": True},
+            },
+        ),
         "--max-tasks",
     )
     add(
         "flow_on_a_million_gpus",
-        merged(TINY, {"cluster": {"num_gpus": 1 << 20}, "parallel": {"global_batch_size": 1 << 21}, "simulation": {"network_model": "flow"}}),
+        merged(
+            TINY,
+            {
+                "cluster": {"num_gpus": 1 << 20},
+                "parallel": {"global_batch_size": 1 << 21},
+                "simulation": {"network_model": "flow"},
+            },
+        ),
         "--max-topology-elements",
     )
     add("pp_1e6_stages", merged(TINY, {"parallel": {"pp": 1_000_000}}), "parallel.pp")
-    add("vpp_huge", merged(TINY, {"parallel": {"vpp": 1 << 30, "pipeline_schedule": "interleaved"}}), "parallel.vpp")
+    add(
+        "vpp_huge",
+        merged(TINY, {"parallel": {"vpp": 1 << 30, "pipeline_schedule": "interleaved"}}),
+        "parallel.vpp",
+    )
     add("seq_length_1e9", merged(TINY, {"model": {"seq_length": 10**9}}), "model.seq_length")
-    add("hidden_size_1e9", merged(TINY, {"model": {"hidden_size": 1 << 30, "num_heads": 8}}), "model.hidden_size")
+    add(
+        "hidden_size_1e9",
+        merged(TINY, {"model": {"hidden_size": 1 << 30, "num_heads": 8}}),
+        "model.hidden_size",
+    )
     return cases
 
 
@@ -488,7 +655,13 @@ def _sweep(data: dict[str, Any], base: dict[str, Any] | None = None) -> dict[str
 def _sweep_cases() -> list[Case]:
     cases: list[Case] = []
 
-    def add(name: str, data: dict[str, Any], fld: str, extra: tuple[str, ...] = (), base: dict[str, Any] | None = None) -> None:
+    def add(
+        name: str,
+        data: dict[str, Any],
+        fld: str,
+        extra: tuple[str, ...] = (),
+        base: dict[str, Any] | None = None,
+    ) -> None:
         argv = ("sweep", "{in}/sweep.yaml", "--store", "{out}/s.sqlite", "--workers", "1", *extra)
         cases.append(Case("sweep", name, argv, fld, _sweep(data, base)))
 
@@ -508,7 +681,10 @@ def _sweep_cases() -> list[Case]:
         "in_number": ("parallel.tp in 3", "constraints.0"),
         "list_times_float": ("[1] * 1.5 == [1]", "constraints.0"),
         "string_times_negative_huge": ("'ab' * -99999999999999999999 == ''", "constraints.0"),
-        "huge_product_of_literals": (" * ".join(["99999999999999999999"] * 2000) + " > 0", "constraints.0"),
+        "huge_product_of_literals": (
+            " * ".join(["99999999999999999999"] * 2000) + " > 0",
+            "constraints.0",
+        ),
         "float_overflow": ("1e308 * 10 > 0", "constraints.0"),
         "deep_parentheses": ("(" * 5000 + "1" + ")" * 5000, "constraints.0"),
         "deep_not_chain": ("not " * 50_000 + "True", "constraints.0"),
@@ -530,11 +706,25 @@ def _sweep_cases() -> list[Case]:
     for name, (text, fld) in constraints.items():
         add(f"constraint_{name}", {"constraints": [text]}, fld)
 
-    add("axis_range_1e9", {"axes": {"parallel.micro_batch_size": {"range": [1, 1_000_000_000]}}}, "--max-configs")
-    add("axis_range_1e18", {"axes": {"parallel.micro_batch_size": {"range": [1, 10**18]}}}, "--max-configs")
+    add(
+        "axis_range_1e9",
+        {"axes": {"parallel.micro_batch_size": {"range": [1, 1_000_000_000]}}},
+        "--max-configs",
+    )
+    add(
+        "axis_range_1e18",
+        {"axes": {"parallel.micro_batch_size": {"range": [1, 10**18]}}},
+        "--max-configs",
+    )
     add(
         "product_1e9",
-        {"axes": {"parallel.tp": {"range": [1, 1000]}, "parallel.pp": {"range": [1, 1000]}, "parallel.cp": {"range": [1, 1000]}}},
+        {
+            "axes": {
+                "parallel.tp": {"range": [1, 1000]},
+                "parallel.pp": {"range": [1, 1000]},
+                "parallel.cp": {"range": [1, 1000]},
+            }
+        },
         "--max-configs",
     )
     add("axis_range_step_zero", {"axes": {"parallel.tp": {"range": [1, 8, 0]}}}, "range")
@@ -546,13 +736,25 @@ def _sweep_cases() -> list[Case]:
     add("axis_unknown_field", {"axes": {"parallel.tpp": [1, 2]}}, "parallel.tpp")
     add("axis_not_a_list", {"axes": {"parallel.tp": 4}}, "axes.parallel.tp")
     add("axis_values_inf", {"axes": {"parallel.tp": [1, float("inf")]}}, "parallel.tp")
-    add("axis_hundred_thousand_values", {"axes": {"parallel.micro_batch_size": list(range(1, 200_001))}}, "sweep.yaml")
+    add(
+        "axis_hundred_thousand_values",
+        {"axes": {"parallel.micro_batch_size": list(range(1, 200_001))}},
+        "sweep.yaml",
+    )
     add("divisors_of_1e18", {"axes": {"parallel.tp": {"divisors_of": 10**18}}}, "divisors_of")
     add("divisors_of_2_62", {"axes": {"parallel.tp": {"divisors_of": 1 << 62}}}, "divisors_of")
     add("divisors_of_zero", {"axes": {"parallel.tp": {"divisors_of": 0}}}, "divisors_of")
     add("divisors_of_negative", {"axes": {"parallel.tp": {"divisors_of": -12}}}, "divisors_of")
-    add("divisors_of_unknown_field", {"axes": {"parallel.tp": {"divisors_of": "model.nothing"}}}, "divisors_of")
-    add("divisors_of_string_field", {"axes": {"parallel.tp": {"divisors_of": "model.name"}}}, "divisors_of")
+    add(
+        "divisors_of_unknown_field",
+        {"axes": {"parallel.tp": {"divisors_of": "model.nothing"}}},
+        "divisors_of",
+    )
+    add(
+        "divisors_of_string_field",
+        {"axes": {"parallel.tp": {"divisors_of": "model.name"}}},
+        "divisors_of",
+    )
     add("zip_unequal", {"axes": {}, "zip": [{"parallel.tp": [1, 2], "parallel.pp": [1]}]}, "zip.0")
     add("zip_empty_group", {"zip": [{}]}, "zip.0")
     add("field_twice", {"zip": [{"parallel.tp": [1, 2]}]}, "parallel.tp")
@@ -587,11 +789,18 @@ def _sweep_cases() -> list[Case]:
     add("out_dev_null_csv", {}, "--out", ("--out", "/dev/null"))
     add("out_is_directory", {}, "--out", ("--out", "{in}"))
     add("sweep_file_missing", {}, "nothere", ())
-    cases.append(Case("sweep", "sweep_file_missing2", ("sweep", "{in}/nothere.yaml"), "nothere.yaml", {}))
+    cases.append(
+        Case("sweep", "sweep_file_missing2", ("sweep", "{in}/nothere.yaml"), "nothere.yaml", {})
+    )
     cases.append(Case("sweep", "sweep_file_is_dir", ("sweep", "{in}"), "in", {}))
     cases.append(
-        Case("sweep", "sweep_default_store_name_escape", ("sweep", "{in}/sweep.yaml", "--workers", "1"), "name",
-             _sweep({"name": "../../../escaped", "axes": {"parallel.tp": [3]}}))
+        Case(
+            "sweep",
+            "sweep_default_store_name_escape",
+            ("sweep", "{in}/sweep.yaml", "--workers", "1"),
+            "name",
+            _sweep({"name": "../../../escaped", "axes": {"parallel.tp": [3]}}),
+        )
     )
     return [c for c in cases if c.name != "sweep_file_missing"]
 
@@ -612,21 +821,66 @@ def _topology_cases() -> list[Case]:
         files = _cluster_file(cluster) if cluster is not None else {}
         cases.append(Case("topology", name, ("topology", "{in}/topo.yaml", *extra), fld, files))
 
-    def coll(name: str, extra: tuple[str, ...], fld: str, cluster: dict[str, Any] | None = None) -> None:
+    def coll(
+        name: str, extra: tuple[str, ...], fld: str, cluster: dict[str, Any] | None = None
+    ) -> None:
         argv = ("collective", "--topology", "{in}/topo.yaml", *extra)
         cases.append(Case("topology", name, argv, fld, _cluster_file(cluster or good)))
 
     add("no_cluster_section", None, "topo.yaml")
-    cases.append(Case("topology", "cluster_is_list", ("topology", "{in}/topo.yaml"), "cluster", {"topo.yaml": "cluster: [1]\n"}))
-    add("radix_2_for_4096", {**good, "num_gpus": 4096, "topology": {"switch_radix": 2}}, "switch_radix")
+    cases.append(
+        Case(
+            "topology",
+            "cluster_is_list",
+            ("topology", "{in}/topo.yaml"),
+            "cluster",
+            {"topo.yaml": "cluster: [1]\n"},
+        )
+    )
+    add(
+        "radix_2_for_4096",
+        {**good, "num_gpus": 4096, "topology": {"switch_radix": 2}},
+        "switch_radix",
+    )
     add("radix_3_odd", {**good, "topology": {"switch_radix": 3}}, "switch_radix")
     add("radix_1e9", {**good, "topology": {"switch_radix": 10**9}}, "switch_radix")
     add("radix_inf", {**good, "topology": {"switch_radix": float("inf")}}, "switch_radix")
-    add("oversubscription_inf", {**good, "topology": {"oversubscription": float("inf")}}, "oversubscription")
-    add("oversubscription_1e300", {**good, "topology": {"oversubscription": 1e300}}, "oversubscription")
-    add("torus_product", {**good, "accelerator": "TPUv4", "gpus_per_node": 4, "topology": {"kind": "torus_3d", "torus_shape": [2, 2, 2]}}, "torus_shape")
-    add("torus_2_31", {**good, "accelerator": "TPUv4", "num_gpus": 1 << 31, "gpus_per_node": 4, "topology": {"kind": "torus_3d", "torus_shape": [2048, 1024, 1024]}}, "num_gpus")
-    add("torus_negative", {**good, "topology": {"kind": "torus_3d", "torus_shape": [-4, -2, 2]}}, "torus_shape")
+    add(
+        "oversubscription_inf",
+        {**good, "topology": {"oversubscription": float("inf")}},
+        "oversubscription",
+    )
+    add(
+        "oversubscription_1e300",
+        {**good, "topology": {"oversubscription": 1e300}},
+        "oversubscription",
+    )
+    add(
+        "torus_product",
+        {
+            **good,
+            "accelerator": "TPUv4",
+            "gpus_per_node": 4,
+            "topology": {"kind": "torus_3d", "torus_shape": [2, 2, 2]},
+        },
+        "torus_shape",
+    )
+    add(
+        "torus_2_31",
+        {
+            **good,
+            "accelerator": "TPUv4",
+            "num_gpus": 1 << 31,
+            "gpus_per_node": 4,
+            "topology": {"kind": "torus_3d", "torus_shape": [2048, 1024, 1024]},
+        },
+        "num_gpus",
+    )
+    add(
+        "torus_negative",
+        {**good, "topology": {"kind": "torus_3d", "torus_shape": [-4, -2, 2]}},
+        "torus_shape",
+    )
     add("devices_2_31", {**good, "num_gpus": 1 << 31}, "num_gpus")
     add("devices_million", {**good, "num_gpus": 1 << 20}, "--max-topology-elements")
     add("gpus_per_node_1e9", {**good, "gpus_per_node": 10**9}, "gpus_per_node")
@@ -638,9 +892,17 @@ def _topology_cases() -> list[Case]:
     add("link_unknown", {**good, "scale_out_link": "carrier-pigeon"}, "scale_out_link")
     add("kind_unknown", {**good, "topology": {"kind": "hypercube"}}, "kind")
     add("node_fabric_unknown", {**good, "topology": {"node_fabric": "wires"}}, "node_fabric")
-    add("leaf_down_ports_huge", {**good, "topology": {"leaf_down_ports": 1 << 40}}, "leaf_down_ports")
+    add(
+        "leaf_down_ports_huge",
+        {**good, "topology": {"leaf_down_ports": 1 << 40}},
+        "leaf_down_ports",
+    )
     add("leaves_per_pod_huge", {**good, "topology": {"leaves_per_pod": 1 << 40}}, "leaves_per_pod")
-    add("spines_per_pod_huge", {**good, "num_gpus": 1024, "topology": {"spines_per_pod": 1 << 30}}, "spines_per_pod")
+    add(
+        "spines_per_pod_huge",
+        {**good, "num_gpus": 1024, "topology": {"spines_per_pod": 1 << 30}},
+        "spines_per_pod",
+    )
     add("nics_per_node_huge", {**good, "nics_per_node": 1 << 30}, "nics_per_node")
     add("single_node_with_many", {**good, "topology": {"kind": "single_node"}}, "num_gpus")
     add("accelerator_unknown", {**good, "accelerator": "Z80"}, "accelerator")
@@ -649,8 +911,12 @@ def _topology_cases() -> list[Case]:
     add("png_directory", good, "--png", ("--png", "{in}"))
     add("png_dev_null_suffix", good, "--png", ("--png", "/dev/null"))
     add("png_too_big", {**good, "num_gpus": 4096}, "--png", ("--png", "{out}/big.png"))
-    cases.append(Case("topology", "preset_unknown", ("topology", "no-such-preset"), "no-such-preset", {}))
-    cases.append(Case("topology", "file_missing", ("topology", "{in}/missing.yaml"), "missing.yaml", {}))
+    cases.append(
+        Case("topology", "preset_unknown", ("topology", "no-such-preset"), "no-such-preset", {})
+    )
+    cases.append(
+        Case("topology", "file_missing", ("topology", "{in}/missing.yaml"), "missing.yaml", {})
+    )
     coll("sizes_1e400", ("--sizes", "1e400"), "--sizes")
     coll("sizes_inf", ("--sizes", "inf"), "--sizes")
     coll("sizes_nan", ("--sizes", "nan:1G"), "--sizes")
@@ -683,7 +949,13 @@ def _topology_cases() -> list[Case]:
 def _reliability_cases() -> list[Case]:
     cases: list[Case] = []
 
-    def add(name: str, patch: dict[str, Any], fld: str, extra: tuple[str, ...] = (), command: str = "reliability") -> None:
+    def add(
+        name: str,
+        patch: dict[str, Any],
+        fld: str,
+        extra: tuple[str, ...] = (),
+        command: str = "reliability",
+    ) -> None:
         data = merged(RELIABLE, patch)
         argv = (command, "{in}/exp.yaml", *extra)
         if command == "reliability" and "--policies" not in extra:
@@ -691,7 +963,9 @@ def _reliability_cases() -> list[Case]:
         cases.append(Case("reliability", name, argv, fld, {"exp.yaml": dump(data)}))
 
     def failure(**kw: Any) -> dict[str, Any]:
-        return {"reliability": {"failures": [{"component": "gpu", "rate_per_device_hour": 1e-5, **kw}]}}
+        return {
+            "reliability": {"failures": [{"component": "gpu", "rate_per_device_hour": 1e-5, **kw}]}
+        }
 
     add("runs_1e9_text", {}, "--runs", ("--runs", "1e9"))
     add("runs_1e9", {}, "--runs", ("--runs", "1000000000"))
@@ -714,18 +988,74 @@ def _reliability_cases() -> list[Case]:
     add("inter_arrival_unknown", failure(inter_arrival={"kind": "cauchy"}), "inter_arrival")
     add(
         "hundred_thousand_failures",
-        {"reliability": {"failures": [{"component": "gpu", "rate_per_device_hour": 1e-6}] * 100_000}},
+        {
+            "reliability": {
+                "failures": [{"component": "gpu", "rate_per_device_hour": 1e-6}] * 100_000
+            }
+        },
         "exp.yaml",
     )
-    add("straggler_slowdown_inf", {"reliability": {"stragglers": [{"rate_per_gpu_hour": 1e-4, "slowdown_factor": float("inf"), "duration_s": 60}]}}, "slowdown_factor")
-    add("straggler_duration_1e300", {"reliability": {"stragglers": [{"rate_per_gpu_hour": 1e-4, "slowdown_factor": 2, "duration_s": 1e300}]}}, "duration_s")
-    add("straggler_rate_1e30", {"reliability": {"stragglers": [{"rate_per_gpu_hour": 1e30, "slowdown_factor": 2, "duration_s": 60}]}}, "rate_per_gpu_hour")
-    add("maintenance_every_microsecond", {"reliability": {"maintenance": {"interval_hours": 1e-10}}}, "interval_hours")
-    add("checkpoint_interval_nanosecond", {"reliability": {"checkpoint": {"kind": "sync", "interval_s": 1e-9}}}, "interval_s")
-    add("checkpoint_interval_inf", {"reliability": {"checkpoint": {"kind": "sync", "interval_s": float("inf")}}}, "interval_s")
-    add("checkpoint_interval_nan", {"reliability": {"checkpoint": {"kind": "sync", "interval_s": float("nan")}}}, "interval_s")
-    add("checkpoint_interval_word", {"reliability": {"checkpoint": {"kind": "sync", "interval_s": "hourly"}}}, "interval_s")
-    add("checkpoint_kind_unknown", {"reliability": {"checkpoint": {"kind": "telepathy"}}}, "checkpoint")
+    add(
+        "straggler_slowdown_inf",
+        {
+            "reliability": {
+                "stragglers": [
+                    {"rate_per_gpu_hour": 1e-4, "slowdown_factor": float("inf"), "duration_s": 60}
+                ]
+            }
+        },
+        "slowdown_factor",
+    )
+    add(
+        "straggler_duration_1e300",
+        {
+            "reliability": {
+                "stragglers": [
+                    {"rate_per_gpu_hour": 1e-4, "slowdown_factor": 2, "duration_s": 1e300}
+                ]
+            }
+        },
+        "duration_s",
+    )
+    add(
+        "straggler_rate_1e30",
+        {
+            "reliability": {
+                "stragglers": [{"rate_per_gpu_hour": 1e30, "slowdown_factor": 2, "duration_s": 60}]
+            }
+        },
+        "rate_per_gpu_hour",
+    )
+    add(
+        "maintenance_every_microsecond",
+        {"reliability": {"maintenance": {"interval_hours": 1e-10}}},
+        "interval_hours",
+    )
+    add(
+        "checkpoint_interval_nanosecond",
+        {"reliability": {"checkpoint": {"kind": "sync", "interval_s": 1e-9}}},
+        "interval_s",
+    )
+    add(
+        "checkpoint_interval_inf",
+        {"reliability": {"checkpoint": {"kind": "sync", "interval_s": float("inf")}}},
+        "interval_s",
+    )
+    add(
+        "checkpoint_interval_nan",
+        {"reliability": {"checkpoint": {"kind": "sync", "interval_s": float("nan")}}},
+        "interval_s",
+    )
+    add(
+        "checkpoint_interval_word",
+        {"reliability": {"checkpoint": {"kind": "sync", "interval_s": "hourly"}}},
+        "interval_s",
+    )
+    add(
+        "checkpoint_kind_unknown",
+        {"reliability": {"checkpoint": {"kind": "telepathy"}}},
+        "checkpoint",
+    )
     add("recovery_kind_unknown", {"reliability": {"recovery": {"kind": "prayer"}}}, "recovery")
     add("preset_unknown", {"reliability": {"failure_preset": "apollo-13"}}, "failure_preset")
     add("num_runs_1e9", {"reliability": {"num_runs": 10**9}}, "num_runs")
@@ -735,21 +1065,47 @@ def _reliability_cases() -> list[Case]:
     add("repair_1e300", {"reliability": {"repair_time_hours": 1e300}}, "repair_time_hours")
     add("total_tokens_1e300", {"training": {"total_tokens": 1e300}}, "training.total_tokens")
     add("total_tokens_zero", {"training": {"total_tokens": 0}}, "total_tokens")
-    add("spares_1e12", {"reliability": {"recovery": {"kind": "restart", "num_spare_nodes": 10**12}}}, "num_spare_nodes")
-    add("storage_bandwidth_tiny", {"reliability": {"storage": {"write_bandwidth_bytes_per_s": 1e-300}}}, "write_bandwidth_bytes_per_s")
+    add(
+        "spares_1e12",
+        {"reliability": {"recovery": {"kind": "restart", "num_spare_nodes": 10**12}}},
+        "num_spare_nodes",
+    )
+    add(
+        "storage_bandwidth_tiny",
+        {"reliability": {"storage": {"write_bandwidth_bytes_per_s": 1e-300}}},
+        "write_bandwidth_bytes_per_s",
+    )
     add(
         "many_failures_long_run",
-        {"training": {"total_tokens": 1e15}, "reliability": {"failure_preset": "llama3-405b", "failure_rate_scale": 1000, "num_runs": 100}},
+        {
+            "training": {"total_tokens": 1e15},
+            "reliability": {
+                "failure_preset": "llama3-405b",
+                "failure_rate_scale": 1000,
+                "num_runs": 100,
+            },
+        },
         "--max-events",
     )
     add(
         "many_failures_long_run_via_run",
-        {"training": {"total_tokens": 1e15}, "reliability": {"failure_preset": "llama3-405b", "failure_rate_scale": 1000, "num_runs": 100}},
+        {
+            "training": {"total_tokens": 1e15},
+            "reliability": {
+                "failure_preset": "llama3-405b",
+                "failure_rate_scale": 1000,
+                "num_runs": 100,
+            },
+        },
         "--max-events",
         (),
         "run",
     )
-    add("gpu_hour_price_inf", {"reliability": {"gpu_hour_price_usd": float("inf")}}, "gpu_hour_price_usd")
+    add(
+        "gpu_hour_price_inf",
+        {"reliability": {"gpu_hour_price_usd": float("inf")}},
+        "gpu_hour_price_usd",
+    )
     return cases
 
 
@@ -770,7 +1126,13 @@ def _trace_cases() -> list[Case]:
         laid = {f"t/{k}": v for k, v in files.items()}
         cases.append(Case("trace", name, (*replay, *extra), fld, {**topo, **laid}))
 
-    def node(node_id: int, type_: int = pb.COMP_NODE, deps: tuple[int, ...] = (), duration: int = 10, **attrs: Any) -> Any:
+    def node(
+        node_id: int,
+        type_: int = pb.COMP_NODE,
+        deps: tuple[int, ...] = (),
+        duration: int = 10,
+        **attrs: Any,
+    ) -> Any:
         n = pb.Node(id=node_id, name=f"n{node_id}", type=type_, ctrl_deps=list(deps))
         n.duration_micros = duration
         for key, value in attrs.items():
@@ -801,16 +1163,47 @@ def _trace_cases() -> list[Case]:
     add("et_unknown_type", {"t.0.et": et([node(5, type_=42)])}, "node 5")
     add("et_comm_type_99", {"t.0.et": et([node(2, coll, comm_type=99)])}, "comm_type")
     add("et_comm_type_missing", {"t.0.et": et([node(2, coll)])}, "comm_type")
-    add("et_comm_size_negative", {"t.0.et": et([node(2, coll, comm_type=0, comm_size=-5)])}, "comm_size")
-    add("et_comm_size_2_62", {"t.0.et": et([node(2, coll, comm_type=0, comm_size=1 << 62)])}, "comm_size")
+    add(
+        "et_comm_size_negative",
+        {"t.0.et": et([node(2, coll, comm_type=0, comm_size=-5)])},
+        "comm_size",
+    )
+    add(
+        "et_comm_size_2_62",
+        {"t.0.et": et([node(2, coll, comm_type=0, comm_size=1 << 62)])},
+        "comm_size",
+    )
     add("et_duration_2_62", {"t.0.et": et([node(0, duration=1 << 62)])}, "duration")
     add("et_duration_year", {"t.0.et": et([node(0, duration=365 * 86400 * 10**6)])}, "duration")
     add("et_num_ops_2_62", {"t.0.et": et([node(0, duration=0, num_ops=1 << 62)])}, "num_ops")
-    add("et_tensor_size_2_62", {"t.0.et": et([node(0, duration=0, tensor_size=1 << 62)])}, "tensor_size")
-    add("et_send_huge_rank", {"t.0.et": et([node(4, pb.COMM_SEND_NODE, comm_src=0, comm_dst=1 << 40)])}, "comm_dst")
-    add("et_send_size_2_62", {"t.0.et": et([node(4, pb.COMM_SEND_NODE, comm_src=0, comm_dst=1, comm_size=1 << 62)]), "t.1.et": et([node(4, pb.COMM_RECV_NODE, comm_src=0, comm_dst=1, comm_size=1 << 62)])}, "comm_size")
-    add("et_pg_ranks_huge", {"t.0.et": et([node(6, coll, comm_type=0, comm_size=8, pg_ranks=[0, 1 << 40])])}, "pg_ranks")
-    add("et_pg_ranks_million", {"t.0.et": et([node(6, coll, comm_type=0, comm_size=8, pg_ranks=list(range(1 << 20)))])}, "pg_ranks")
+    add(
+        "et_tensor_size_2_62",
+        {"t.0.et": et([node(0, duration=0, tensor_size=1 << 62)])},
+        "tensor_size",
+    )
+    add(
+        "et_send_huge_rank",
+        {"t.0.et": et([node(4, pb.COMM_SEND_NODE, comm_src=0, comm_dst=1 << 40)])},
+        "comm_dst",
+    )
+    add(
+        "et_send_size_2_62",
+        {
+            "t.0.et": et([node(4, pb.COMM_SEND_NODE, comm_src=0, comm_dst=1, comm_size=1 << 62)]),
+            "t.1.et": et([node(4, pb.COMM_RECV_NODE, comm_src=0, comm_dst=1, comm_size=1 << 62)]),
+        },
+        "comm_size",
+    )
+    add(
+        "et_pg_ranks_huge",
+        {"t.0.et": et([node(6, coll, comm_type=0, comm_size=8, pg_ranks=[0, 1 << 40])])},
+        "pg_ranks",
+    )
+    add(
+        "et_pg_ranks_million",
+        {"t.0.et": et([node(6, coll, comm_type=0, comm_size=8, pg_ranks=list(range(1 << 20)))])},
+        "pg_ranks",
+    )
     add("et_world_size_2_50", {"t.0.et": et(good, world_size=1 << 50)}, "world_size")
     add("et_weight_zero", {"t.0.et": et(good, weight=0)}, "weight")
     add("et_weight_2_50", {"t.0.et": et(good, weight=1 << 50)}, "weight")
@@ -818,57 +1211,331 @@ def _trace_cases() -> list[Case]:
     add("et_two_files_one_rank", {"a.0.et": et(good), "b.0.et": et(good)}, "rank 0")
     add("et_no_rank_files", {"readme.txt": "hello"}, "no rank files")
     add("et_ten_thousand_rank_files", {f"t.{i}.et": b"" for i in range(5000)}, "rank files")
-    add("et_many_nodes", {"t.0.et": et([node(i) for i in range(2000)])}, "--max-trace-nodes", ("--max-trace-nodes", "1000"))
+    add(
+        "et_many_nodes",
+        {"t.0.et": et([node(i) for i in range(2000)])},
+        "--max-trace-nodes",
+        ("--max-trace-nodes", "1000"),
+    )
     add("et_sparse_huge", {"t.0.et": {"sparse": 3 << 30}}, "t.0.et")
-    add("et_deps_chain_200k", {"t.0.et": et([node(i, deps=(i - 1,) if i else ()) for i in range(1)] + [node(1, deps=tuple(range(1, 200_001)))])}, "node 1")
-    add("et_gemm_dims_2_40", {"t.0.json": json.dumps([{"id": 1, "name": "aten::mm", "type": "COMP_NODE", "inputs": {"values": "[]", "shapes": f"[[{1 << 40}, {1 << 40}], [{1 << 40}, {1 << 40}]]", "types": "['Tensor(c10::BFloat16)', 'Tensor(c10::BFloat16)']"}}])}, "node 1", ("--retarget", "--source-accelerator", "A100-80GB"))
+    add(
+        "et_deps_chain_200k",
+        {
+            "t.0.et": et(
+                [node(i, deps=(i - 1,) if i else ()) for i in range(1)]
+                + [node(1, deps=tuple(range(1, 200_001)))]
+            )
+        },
+        "node 1",
+    )
+    add(
+        "et_gemm_dims_2_40",
+        {
+            "t.0.json": json.dumps(
+                [
+                    {
+                        "id": 1,
+                        "name": "aten::mm",
+                        "type": "COMP_NODE",
+                        "inputs": {
+                            "values": "[]",
+                            "shapes": f"[[{1 << 40}, {1 << 40}], [{1 << 40}, {1 << 40}]]",
+                            "types": "['Tensor(c10::BFloat16)', 'Tensor(c10::BFloat16)']",
+                        },
+                    }
+                ]
+            )
+        },
+        "node 1",
+        ("--retarget", "--source-accelerator", "A100-80GB"),
+    )
     add("json_truncated", {"t.0.json": '{"id": 1, "name": "a", "type": "COMP_'}, "t.0.json")
     add("json_nested_deep", {"t.0.json": "[" * 200_000 + "]" * 200_000}, "t.0.json")
     add("json_not_object", {"t.0.json": "[42]"}, "t.0.json")
     add("json_unknown_field", {"t.0.json": json.dumps([{"id": 1, "colour": "red"}])}, "t.0.json")
     add("json_id_huge", {"t.0.json": json.dumps([{"id": 10**40, "type": "COMP_NODE"}])}, "t.0.json")
-    add("json_duration_1e400", {"t.0.json": '[{"id": 1, "type": "COMP_NODE", "durationMicros": 1e400}]'}, "t.0.json")
-    add("json_duration_nan", {"t.0.json": '[{"id": 1, "type": "COMP_NODE", "durationMicros": NaN}]'}, "t.0.json")
+    add(
+        "json_duration_1e400",
+        {"t.0.json": '[{"id": 1, "type": "COMP_NODE", "durationMicros": 1e400}]'},
+        "t.0.json",
+    )
+    add(
+        "json_duration_nan",
+        {"t.0.json": '[{"id": 1, "type": "COMP_NODE", "durationMicros": NaN}]'},
+        "t.0.json",
+    )
     add("json_big_int_literal", {"t.0.json": '[{"id": ' + "9" * 5000 + "}]"}, "t.0.json")
-    add("json_op_flops_inf", {"t.0.json": json.dumps([{"id": 1, "type": "COMP_NODE", "attr": [{"name": "op.kind", "stringList": {"values": ["gemm"]}}, {"name": "op.flops", "doubleList": {"values": [1e308 * 10]}}]}]).replace("Infinity", "1e400")}, "node 1")
+    add(
+        "json_op_flops_inf",
+        {
+            "t.0.json": json.dumps(
+                [
+                    {
+                        "id": 1,
+                        "type": "COMP_NODE",
+                        "attr": [
+                            {"name": "op.kind", "stringList": {"values": ["gemm"]}},
+                            {"name": "op.flops", "doubleList": {"values": [1e308 * 10]}},
+                        ],
+                    }
+                ]
+            ).replace("Infinity", "1e400")
+        },
+        "node 1",
+    )
 
     def kineto(events: list[Any], **top: Any) -> str:
         return json.dumps({"traceEvents": events, **top})
 
     def kernel(name: str = "gemm", ts: float = 0, dur: float = 5, **args: Any) -> dict[str, Any]:
-        return {"ph": "X", "cat": "kernel", "name": name, "ts": ts, "dur": dur, "pid": 0, "tid": 7, "args": args}
+        return {
+            "ph": "X",
+            "cat": "kernel",
+            "name": name,
+            "ts": ts,
+            "dur": dur,
+            "pid": 0,
+            "tid": 7,
+            "args": args,
+        }
 
     nccl = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"
-    add("kineto_nelems_1e400", {"k.0.json": kineto([kernel(), kernel(nccl, 10, 5)]).replace('"args": {}}]', '"args": {"In msg nelems": 1e400, "dtype": "BFloat16"}}]')}, "In msg nelems")
-    add("kineto_nelems_10_30", {"k.0.json": kineto([kernel(), kernel(nccl, 10, 5, **{"In msg nelems": 10**30, "dtype": "BFloat16"})])}, "In msg nelems")
-    add("kineto_nelems_negative", {"k.0.json": kineto([kernel(), kernel(nccl, 10, 5, **{"In msg nelems": -10, "dtype": "BFloat16"})])}, "In msg nelems")
-    add("kineto_dims_1e400", {"k.0.json": kineto([{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 0, "dur": 5, "pid": 0, "tid": 1}, {"ph": "X", "cat": "cpu_op", "name": "gloo:all_reduce", "ts": 10, "dur": 5, "pid": 0, "tid": 1, "args": {"Input Dims": [[7, 7]], "Input type": ["float"]}}]).replace("[[7, 7]]", "[[1e400, 1e400]]")}, "Input Dims")
-    add("kineto_dims_2_62", {"k.0.json": kineto([{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 0, "dur": 5, "pid": 0, "tid": 1}, {"ph": "X", "cat": "cpu_op", "name": "gloo:all_reduce", "ts": 10, "dur": 5, "pid": 0, "tid": 1, "args": {"Input Dims": [[1 << 62, 1 << 62]], "Input type": ["float"]}}])}, "Input Dims")
-    add("kineto_dur_1e400", {"k.0.json": kineto([kernel(dur=7)]).replace('"dur": 7', '"dur": 1e400')}, "dur")
-    add("kineto_dur_nan", {"k.0.json": kineto([kernel(dur=7)]).replace('"dur": 7', '"dur": NaN')}, "dur")
+    add(
+        "kineto_nelems_1e400",
+        {
+            "k.0.json": kineto([kernel(), kernel(nccl, 10, 5)]).replace(
+                '"args": {}}]', '"args": {"In msg nelems": 1e400, "dtype": "BFloat16"}}]'
+            )
+        },
+        "In msg nelems",
+    )
+    add(
+        "kineto_nelems_10_30",
+        {
+            "k.0.json": kineto(
+                [kernel(), kernel(nccl, 10, 5, **{"In msg nelems": 10**30, "dtype": "BFloat16"})]
+            )
+        },
+        "In msg nelems",
+    )
+    add(
+        "kineto_nelems_negative",
+        {
+            "k.0.json": kineto(
+                [kernel(), kernel(nccl, 10, 5, **{"In msg nelems": -10, "dtype": "BFloat16"})]
+            )
+        },
+        "In msg nelems",
+    )
+    add(
+        "kineto_dims_1e400",
+        {
+            "k.0.json": kineto(
+                [
+                    {
+                        "ph": "X",
+                        "cat": "cpu_op",
+                        "name": "aten::mm",
+                        "ts": 0,
+                        "dur": 5,
+                        "pid": 0,
+                        "tid": 1,
+                    },
+                    {
+                        "ph": "X",
+                        "cat": "cpu_op",
+                        "name": "gloo:all_reduce",
+                        "ts": 10,
+                        "dur": 5,
+                        "pid": 0,
+                        "tid": 1,
+                        "args": {"Input Dims": [[7, 7]], "Input type": ["float"]},
+                    },
+                ]
+            ).replace("[[7, 7]]", "[[1e400, 1e400]]")
+        },
+        "Input Dims",
+    )
+    add(
+        "kineto_dims_2_62",
+        {
+            "k.0.json": kineto(
+                [
+                    {
+                        "ph": "X",
+                        "cat": "cpu_op",
+                        "name": "aten::mm",
+                        "ts": 0,
+                        "dur": 5,
+                        "pid": 0,
+                        "tid": 1,
+                    },
+                    {
+                        "ph": "X",
+                        "cat": "cpu_op",
+                        "name": "gloo:all_reduce",
+                        "ts": 10,
+                        "dur": 5,
+                        "pid": 0,
+                        "tid": 1,
+                        "args": {"Input Dims": [[1 << 62, 1 << 62]], "Input type": ["float"]},
+                    },
+                ]
+            )
+        },
+        "Input Dims",
+    )
+    add(
+        "kineto_dur_1e400",
+        {"k.0.json": kineto([kernel(dur=7)]).replace('"dur": 7', '"dur": 1e400')},
+        "dur",
+    )
+    add(
+        "kineto_dur_nan",
+        {"k.0.json": kineto([kernel(dur=7)]).replace('"dur": 7', '"dur": NaN')},
+        "dur",
+    )
     add("kineto_dur_year", {"k.0.json": kineto([kernel(dur=365 * 86400 * 1e6)])}, "dur")
     add("kineto_dur_negative", {"k.0.json": kineto([kernel(dur=-5)])}, "dur")
     add("kineto_ts_1e300", {"k.0.json": kineto([kernel(ts=1e300)])}, "ts")
     add("kineto_ts_string", {"k.0.json": kineto([kernel(ts="soon")])}, "ts")
-    add("kineto_events_not_list", {"k.0.json": json.dumps({"traceEvents": {"a": 1}})}, "traceEvents")
+    add(
+        "kineto_events_not_list", {"k.0.json": json.dumps({"traceEvents": {"a": 1}})}, "traceEvents"
+    )
     add("kineto_event_not_object", {"k.0.json": kineto([1, 2, 3])}, "k.0.json")
-    add("kineto_rank_huge", {"k.0.json": kineto([kernel()], distributedInfo={"rank": 1 << 40})}, "rank")
-    add("kineto_rank_string", {"k.0.json": kineto([kernel()], distributedInfo={"rank": "zero"})}, "rank")
-    add("kineto_pg_ranks_huge", {"k.0.json": kineto([kernel(), kernel(nccl, 10, 5, **{"Process Group Ranks": [0, 1 << 40]})])}, "Process Group Ranks")
-    add("kineto_many_events", {"k.0.json": kineto([kernel(ts=i) for i in range(3000)])}, "--max-trace-nodes", ("--max-trace-nodes", "1000"))
-    events = b'{"traceEvents": [' + b",".join([b'{"ph":"X","cat":"kernel","name":"k","ts":1,"dur":1}'] * 1_200_000) + b"]}"
+    add(
+        "kineto_rank_huge",
+        {"k.0.json": kineto([kernel()], distributedInfo={"rank": 1 << 40})},
+        "rank",
+    )
+    add(
+        "kineto_rank_string",
+        {"k.0.json": kineto([kernel()], distributedInfo={"rank": "zero"})},
+        "rank",
+    )
+    add(
+        "kineto_pg_ranks_huge",
+        {
+            "k.0.json": kineto(
+                [kernel(), kernel(nccl, 10, 5, **{"Process Group Ranks": [0, 1 << 40]})]
+            )
+        },
+        "Process Group Ranks",
+    )
+    add(
+        "kineto_many_events",
+        {"k.0.json": kineto([kernel(ts=i) for i in range(3000)])},
+        "--max-trace-nodes",
+        ("--max-trace-nodes", "1000"),
+    )
+    event = b'{"ph":"X","cat":"kernel","name":"k","ts":1,"dur":1},'
+    events = {
+        "repeat": event,
+        "times": 1_200_000,
+        "prefix": b'{"traceEvents": [',
+        "suffix": b"{}]}",
+    }
     add("kineto_1_2_million_events", {"k.0.json": events}, "--max-trace-nodes")
     add("kineto_sparse_huge", {"k.0.json": {"sparse": 3 << 30}}, "k.0.json")
-    add("kineto_comm_size_absurd", {"k.0.json": kineto([kernel(), kernel(nccl, 10, 5, **{"In msg nelems": 1 << 50, "dtype": "float"})])}, "In msg nelems")
-    cases.append(Case("trace", "replay_not_a_directory", ("replay", "{in}/topo.yaml", "--topology", "{in}/topo.yaml", "--accelerator", "H100-SXM"), "topo.yaml", topo))
+    add(
+        "kineto_comm_size_absurd",
+        {
+            "k.0.json": kineto(
+                [kernel(), kernel(nccl, 10, 5, **{"In msg nelems": 1 << 50, "dtype": "float"})]
+            )
+        },
+        "In msg nelems",
+    )
+    cases.append(
+        Case(
+            "trace",
+            "replay_not_a_directory",
+            (
+                "replay",
+                "{in}/topo.yaml",
+                "--topology",
+                "{in}/topo.yaml",
+                "--accelerator",
+                "H100-SXM",
+            ),
+            "topo.yaml",
+            topo,
+        )
+    )
     cases.append(Case("trace", "replay_no_target", ("replay", "{in}"), "--experiment", {}))
-    cases.append(Case("trace", "replay_source_accelerator_unknown", (*replay, "--retarget", "--source-accelerator", "Z80"), "Z80", {**topo, "t/t.0.et": et(good)}))
-    cases.append(Case("trace", "replay_accelerator_unknown", ("replay", "{in}/t", "--topology", "{in}/topo.yaml", "--accelerator", "Z80"), "Z80", {**topo, "t/t.0.et": et(good)}))
-    cases.append(Case("trace", "trace_out_empty", ("trace", "{in}/exp.yaml", "--out", ""), "--out", {"exp.yaml": dump(TINY)}))
-    cases.append(Case("trace", "trace_format_magic", ("trace", "{in}/exp.yaml", "--out", "{out}/t.json", "--format", "magic"), "--format", {"exp.yaml": dump(TINY)}))
-    cases.append(Case("trace", "trace_out_is_directory", ("trace", "{in}/exp.yaml", "--out", "{in}"), "--out", {"exp.yaml": dump(TINY)}))
-    cases.append(Case("trace", "trace_chakra_out_is_file", ("trace", "{in}/exp.yaml", "--out", "{in}/exp.yaml", "--format", "chakra"), "--out", {"exp.yaml": dump(TINY)}))
-    cases.append(Case("trace", "trace_full_65536", ("trace", "{in}/exp.yaml", "--out", "{out}/t.json", "--full"), "--max-tasks", {"exp.yaml": dump(merged(TINY, {"cluster": {"num_gpus": 65536}, "parallel": {"global_batch_size": 65536 * 4}}))}))
+    cases.append(
+        Case(
+            "trace",
+            "replay_source_accelerator_unknown",
+            (*replay, "--retarget", "--source-accelerator", "Z80"),
+            "Z80",
+            {**topo, "t/t.0.et": et(good)},
+        )
+    )
+    cases.append(
+        Case(
+            "trace",
+            "replay_accelerator_unknown",
+            ("replay", "{in}/t", "--topology", "{in}/topo.yaml", "--accelerator", "Z80"),
+            "Z80",
+            {**topo, "t/t.0.et": et(good)},
+        )
+    )
+    cases.append(
+        Case(
+            "trace",
+            "trace_out_empty",
+            ("trace", "{in}/exp.yaml", "--out", ""),
+            "--out",
+            {"exp.yaml": dump(TINY)},
+        )
+    )
+    cases.append(
+        Case(
+            "trace",
+            "trace_format_magic",
+            ("trace", "{in}/exp.yaml", "--out", "{out}/t.json", "--format", "magic"),
+            "--format",
+            {"exp.yaml": dump(TINY)},
+        )
+    )
+    cases.append(
+        Case(
+            "trace",
+            "trace_out_is_directory",
+            ("trace", "{in}/exp.yaml", "--out", "{in}"),
+            "--out",
+            {"exp.yaml": dump(TINY)},
+        )
+    )
+    cases.append(
+        Case(
+            "trace",
+            "trace_chakra_out_is_file",
+            ("trace", "{in}/exp.yaml", "--out", "{in}/exp.yaml", "--format", "chakra"),
+            "--out",
+            {"exp.yaml": dump(TINY)},
+        )
+    )
+    cases.append(
+        Case(
+            "trace",
+            "trace_full_65536",
+            ("trace", "{in}/exp.yaml", "--out", "{out}/t.json", "--full"),
+            "--max-tasks",
+            {
+                "exp.yaml": dump(
+                    merged(
+                        TINY,
+                        {
+                            "cluster": {"num_gpus": 65536},
+                            "parallel": {"global_batch_size": 65536 * 4},
+                        },
+                    )
+                )
+            },
+        )
+    )
     return cases
 
 
@@ -880,23 +1547,69 @@ def _store_cases() -> list[Case]:
     cases: list[Case] = []
     files = _sweep({})
 
-    def add(name: str, store: str, fld: str, extra_files: dict[str, Any] | None = None, command: str = "sweep") -> None:
+    def add(
+        name: str,
+        store: str,
+        fld: str,
+        extra_files: dict[str, Any] | None = None,
+        command: str = "sweep",
+    ) -> None:
         if command == "sweep":
             argv: tuple[str, ...] = ("sweep", "{in}/sweep.yaml", "--workers", "1", "--store", store)
         else:
-            argv = ("plan", "--model", "llama3-8b", "--tokens", "1e9", "--deadline-days", "30", "--accelerator", "H100-SXM", "--max-gpus", "16", "--workers", "1", "--store", store)
+            argv = (
+                "plan",
+                "--model",
+                "llama3-8b",
+                "--tokens",
+                "1e9",
+                "--deadline-days",
+                "30",
+                "--accelerator",
+                "H100-SXM",
+                "--max-gpus",
+                "16",
+                "--workers",
+                "1",
+                "--store",
+                store,
+            )
         cases.append(Case("store", name, argv, fld, {**files, **(extra_files or {})}))
 
     sqlite_header = b"SQLite format 3\x00"
     for command in ("sweep", "plan"):
         add(f"{command}_dev_null", "/dev/null", "--store", command=command)
         add(f"{command}_directory", "{in}", "--store", command=command)
-        add(f"{command}_text_file", "{in}/notes.txt", "--store", {"notes.txt": "hello, not a database\n"}, command)
+        add(
+            f"{command}_text_file",
+            "{in}/notes.txt",
+            "--store",
+            {"notes.txt": "hello, not a database\n"},
+            command,
+        )
         add(f"{command}_yaml_file", "{in}/sweep.yaml", "--store", command=command)
         add(f"{command}_empty_path", "", "--store", command=command)
-        add(f"{command}_truncated_sqlite", "{in}/bad.sqlite", "--store", {"bad.sqlite": sqlite_header + b"\x10\x00" + b"\xff" * 90}, command)
-        add(f"{command}_parent_is_file", "{in}/notes.txt/s.sqlite", "--store", {"notes.txt": "x"}, command)
-        add(f"{command}_zero_filled_pages", "{in}/z.sqlite", "--store", {"z.sqlite": sqlite_header + b"\x00" * 4080}, command)
+        add(
+            f"{command}_truncated_sqlite",
+            "{in}/bad.sqlite",
+            "--store",
+            {"bad.sqlite": sqlite_header + b"\x10\x00" + b"\xff" * 90},
+            command,
+        )
+        add(
+            f"{command}_parent_is_file",
+            "{in}/notes.txt/s.sqlite",
+            "--store",
+            {"notes.txt": "x"},
+            command,
+        )
+        add(
+            f"{command}_zero_filled_pages",
+            "{in}/z.sqlite",
+            "--store",
+            {"z.sqlite": sqlite_header + b"\x00" * 4080},
+            command,
+        )
         add(f"{command}_fifo", "{in}/pipe.sqlite", "--store", {"pipe.sqlite": FIFO}, command)
         add(f"{command}_dev_zero", "/dev/zero", "--store", command=command)
         add(f"{command}_nul_in_name", "{out}/a\x00b.sqlite", "--store", command=command)
@@ -915,18 +1628,39 @@ def _store_cases() -> list[Case]:
         wrong_schema = other.read_bytes()
         other.unlink()
         db = sqlite3.connect(other)
-        db.execute("CREATE TABLE results (key TEXT PRIMARY KEY, version TEXT, status TEXT, error TEXT, row_json TEXT, spec_json TEXT, finished_unix_s REAL)")
+        db.execute(
+            "CREATE TABLE results (key TEXT PRIMARY KEY, version TEXT, status TEXT, error TEXT, "
+            "row_json TEXT, spec_json TEXT, finished_unix_s REAL)"
+        )
         db.execute("INSERT INTO results VALUES ('k', 'v', 'ok', '', '{not json', '{}', 0)")
         db.commit()
         db.close()
         bad_rows = other.read_bytes()
     add("sweep_wrong_schema", "{in}/w.sqlite", "--store", {"w.sqlite": wrong_schema})
     add("sweep_wrong_schema_resume", "{in}/w.sqlite", "--store", {"w.sqlite": wrong_schema})
-    cases[-1] = Case("store", "sweep_wrong_schema_resume", (*cases[-1].argv, "--resume"), "--store", cases[-1].files)
+    cases[-1] = Case(
+        "store",
+        "sweep_wrong_schema_resume",
+        (*cases[-1].argv, "--resume"),
+        "--store",
+        cases[-1].files,
+    )
     add("sweep_corrupt_row_resume", "{in}/r.sqlite", "--store", {"r.sqlite": bad_rows})
-    cases[-1] = Case("store", "sweep_corrupt_row_resume", (*cases[-1].argv, "--resume"), "--store", cases[-1].files)
+    cases[-1] = Case(
+        "store",
+        "sweep_corrupt_row_resume",
+        (*cases[-1].argv, "--resume"),
+        "--store",
+        cases[-1].files,
+    )
     add("plan_wrong_schema_resume", "{in}/w.sqlite", "--store", {"w.sqlite": wrong_schema}, "plan")
-    cases[-1] = Case("store", "plan_wrong_schema_resume", (*cases[-1].argv, "--resume"), "--store", cases[-1].files)
+    cases[-1] = Case(
+        "store",
+        "plan_wrong_schema_resume",
+        (*cases[-1].argv, "--resume"),
+        "--store",
+        cases[-1].files,
+    )
     return cases
 
 
@@ -938,7 +1672,9 @@ def _cli_cases() -> list[Case]:
     cases: list[Case] = []
     exp = {"exp.yaml": dump(TINY)}
 
-    def add(name: str, argv: tuple[str, ...], fld: str, files: dict[str, Any] | None = None) -> None:
+    def add(
+        name: str, argv: tuple[str, ...], fld: str, files: dict[str, Any] | None = None
+    ) -> None:
         cases.append(Case("cli", name, argv, fld, exp if files is None else files))
 
     add("run_out_empty", ("run", "{in}/exp.yaml", "--out", ""), "--out")
@@ -948,8 +1684,16 @@ def _cli_cases() -> list[Case]:
     add("run_out_nul", ("run", "{in}/exp.yaml", "--out", "{out}/a\x00b"), "--out")
     add("run_set_malformed", ("run", "{in}/exp.yaml", "--set", "parallel.tp"), "--set")
     add("run_set_unknown", ("run", "{in}/exp.yaml", "--set", "parallel.tpp=2"), "parallel.tpp")
-    add("run_set_inf", ("run", "{in}/exp.yaml", "--set", "cluster.num_gpus=.inf"), "cluster.num_gpus")
-    add("run_set_1e400", ("run", "{in}/exp.yaml", "--set", "training.total_tokens=1e400"), "training.total_tokens")
+    add(
+        "run_set_inf",
+        ("run", "{in}/exp.yaml", "--set", "cluster.num_gpus=.inf"),
+        "cluster.num_gpus",
+    )
+    add(
+        "run_set_1e400",
+        ("run", "{in}/exp.yaml", "--set", "training.total_tokens=1e400"),
+        "training.total_tokens",
+    )
     add("run_unknown_option", ("run", "{in}/exp.yaml", "--turbo"), "--turbo")
     add("run_missing_argument", ("run",), "experiment")
     add("run_max_tasks_zero", ("run", "{in}/exp.yaml", "--max-tasks", "0"), "--max-tasks")
@@ -959,49 +1703,200 @@ def _cli_cases() -> list[Case]:
     add("list_unknown", ("list", "gpus"), "what")
     add("validate_not_a_directory", ("validate", "{in}/exp.yaml"), "exp.yaml")
     add("validate_empty_directory", ("validate", "{in}/sub"), "sub", {"sub": None})
-    add("validate_bad_case", ("validate", "{in}"), "model", {"bad.yaml": dump({**TINY, "model": 3, "expected": {"metric": "mfu", "value": 0.5, "source": "x"}})})
+    add(
+        "validate_bad_case",
+        ("validate", "{in}"),
+        "model",
+        {
+            "bad.yaml": dump(
+                {**TINY, "model": 3, "expected": {"metric": "mfu", "value": 0.5, "source": "x"}}
+            )
+        },
+    )
     sched = ("schedule", "--schedule", "1f1b")
     add("schedule_pp_1e6", (*sched, "--pp", "1000000", "--microbatches", "8"), "--pp")
     add("schedule_pp_zero", (*sched, "--pp", "0", "--microbatches", "8"), "--pp")
     add("schedule_pp_negative", (*sched, "--pp", "-2", "--microbatches", "8"), "--pp")
     add("schedule_pp_text", (*sched, "--pp", "four", "--microbatches", "8"), "--pp")
     add("schedule_pp_1e6_text", (*sched, "--pp", "1e6", "--microbatches", "8"), "--pp")
-    add("schedule_microbatches_1e9", (*sched, "--pp", "4", "--microbatches", "1000000000"), "--microbatches")
-    add("schedule_microbatches_zero", (*sched, "--pp", "4", "--microbatches", "0"), "--microbatches")
+    add(
+        "schedule_microbatches_1e9",
+        (*sched, "--pp", "4", "--microbatches", "1000000000"),
+        "--microbatches",
+    )
+    add(
+        "schedule_microbatches_zero", (*sched, "--pp", "4", "--microbatches", "0"), "--microbatches"
+    )
     add("schedule_tasks_limit", (*sched, "--pp", "512", "--microbatches", "100000"), "--max-tasks")
-    add("schedule_vpp_huge", ("schedule", "--schedule", "interleaved", "--pp", "4", "--microbatches", "8", "--vpp", "1000000"), "--vpp")
-    add("schedule_vpp_without_interleaved", (*sched, "--pp", "4", "--microbatches", "8", "--vpp", "2"), "--vpp")
-    add("schedule_unknown", ("schedule", "--schedule", "magic", "--pp", "4", "--microbatches", "8"), "--schedule")
+    add(
+        "schedule_vpp_huge",
+        (
+            "schedule",
+            "--schedule",
+            "interleaved",
+            "--pp",
+            "4",
+            "--microbatches",
+            "8",
+            "--vpp",
+            "1000000",
+        ),
+        "--vpp",
+    )
+    add(
+        "schedule_vpp_without_interleaved",
+        (*sched, "--pp", "4", "--microbatches", "8", "--vpp", "2"),
+        "--vpp",
+    )
+    add(
+        "schedule_unknown",
+        ("schedule", "--schedule", "magic", "--pp", "4", "--microbatches", "8"),
+        "--schedule",
+    )
     for flag in ("--t-f", "--t-b", "--t-w", "--t-p2p"):
         for label, value in (("inf", "inf"), ("nan", "nan"), ("huge", "1e300"), ("negative", "-1")):
-            add(f"schedule_{flag[2:]}_{label}", (*sched, "--pp", "4", "--microbatches", "8", flag, value), flag)
-    add("schedule_out_unknown_format", (*sched, "--pp", "4", "--microbatches", "8", "--out", "{out}/g.xyz"), "--out")
+            add(
+                f"schedule_{flag[2:]}_{label}",
+                (*sched, "--pp", "4", "--microbatches", "8", flag, value),
+                flag,
+            )
+    add(
+        "schedule_out_unknown_format",
+        (*sched, "--pp", "4", "--microbatches", "8", "--out", "{out}/g.xyz"),
+        "--out",
+    )
     add("schedule_out_empty", (*sched, "--pp", "4", "--microbatches", "8", "--out", ""), "--out")
-    add("schedule_out_directory", (*sched, "--pp", "4", "--microbatches", "8", "--out", "{in}"), "--out")
-    add("schedule_out_no_suffix", (*sched, "--pp", "4", "--microbatches", "8", "--out", "{out}/gantt"), "--out")
+    add(
+        "schedule_out_directory",
+        (*sched, "--pp", "4", "--microbatches", "8", "--out", "{in}"),
+        "--out",
+    )
+    add(
+        "schedule_out_no_suffix",
+        (*sched, "--pp", "4", "--microbatches", "8", "--out", "{out}/gantt"),
+        "--out",
+    )
     plan = ("plan", "--model", "llama3-8b", "--accelerator", "H100-SXM", "--workers", "1")
     add("plan_tokens_inf", (*plan, "--tokens", "inf", "--deadline-days", "30"), "--tokens")
     add("plan_tokens_nan", (*plan, "--tokens", "nan", "--deadline-days", "30"), "--tokens")
     add("plan_tokens_1e300", (*plan, "--tokens", "1e300", "--deadline-days", "30"), "--tokens")
     add("plan_tokens_negative", (*plan, "--tokens", "-1", "--deadline-days", "30"), "--tokens")
     add("plan_tokens_zero", (*plan, "--tokens", "0", "--deadline-days", "30"), "--tokens")
-    add("plan_deadline_zero", (*plan, "--tokens", "1e12", "--deadline-days", "0"), "--deadline-days")
-    add("plan_deadline_nan", (*plan, "--tokens", "1e12", "--deadline-days", "nan"), "--deadline-days")
-    add("plan_deadline_inf", (*plan, "--tokens", "1e12", "--deadline-days", "inf"), "--deadline-days")
-    add("plan_deadline_1e300", (*plan, "--tokens", "1e12", "--deadline-days", "1e300"), "--deadline-days")
-    add("plan_budget_negative", (*plan, "--tokens", "1e12", "--deadline-days", "30", "--budget-usd", "-5"), "--budget-usd")
-    add("plan_budget_nan", (*plan, "--tokens", "1e12", "--deadline-days", "30", "--budget-usd", "nan"), "--budget-usd")
-    add("plan_max_gpus_1e9", (*plan, "--tokens", "1e12", "--deadline-days", "30", "--max-gpus", "1000000000"), "--max-gpus")
-    add("plan_batch_tokens_inf", (*plan, "--tokens", "1e12", "--deadline-days", "30", "--batch-tokens", "inf"), "--batch-tokens")
-    add("plan_batch_tokens_zero", (*plan, "--tokens", "1e12", "--deadline-days", "30", "--batch-tokens", "0"), "--batch-tokens")
-    add("plan_batch_tokens_1e300", (*plan, "--tokens", "1e12", "--deadline-days", "30", "--batch-tokens", "1e300"), "--batch-tokens")
-    add("plan_usd_inf", (*plan, "--tokens", "1e12", "--deadline-days", "30", "--usd-per-gpu-hour", "inf"), "--usd-per-gpu-hour")
-    add("plan_model_unknown", ("plan", "--model", "gpt-9", "--accelerator", "H100-SXM", "--tokens", "1e12", "--deadline-days", "30"), "--model")
-    add("plan_accelerator_unknown", ("plan", "--model", "llama3-8b", "--accelerator", "Z80", "--tokens", "1e12", "--deadline-days", "30"), "Z80")
-    add("plan_topology_unknown", (*plan, "--tokens", "1e12", "--deadline-days", "30", "--topology", "nope"), "nope")
-    add("plan_executor_magic", (*plan, "--tokens", "1e12", "--deadline-days", "30", "--executor", "magic"), "--executor")
-    add("plan_model_file_bomb", ("plan", "--model", "{in}/m.yaml", "--accelerator", "H100-SXM", "--tokens", "1e12", "--deadline-days", "30"), "m.yaml",
-        {"m.yaml": "a: &a [1,1,1,1,1,1,1,1,1,1]\n" + "".join(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}" if i > 1 else "*a"] * 10) + "]\n" for i in range(1, 9))})
+    add(
+        "plan_deadline_zero", (*plan, "--tokens", "1e12", "--deadline-days", "0"), "--deadline-days"
+    )
+    add(
+        "plan_deadline_nan",
+        (*plan, "--tokens", "1e12", "--deadline-days", "nan"),
+        "--deadline-days",
+    )
+    add(
+        "plan_deadline_inf",
+        (*plan, "--tokens", "1e12", "--deadline-days", "inf"),
+        "--deadline-days",
+    )
+    add(
+        "plan_deadline_1e300",
+        (*plan, "--tokens", "1e12", "--deadline-days", "1e300"),
+        "--deadline-days",
+    )
+    add(
+        "plan_budget_negative",
+        (*plan, "--tokens", "1e12", "--deadline-days", "30", "--budget-usd", "-5"),
+        "--budget-usd",
+    )
+    add(
+        "plan_budget_nan",
+        (*plan, "--tokens", "1e12", "--deadline-days", "30", "--budget-usd", "nan"),
+        "--budget-usd",
+    )
+    add(
+        "plan_max_gpus_1e9",
+        (*plan, "--tokens", "1e12", "--deadline-days", "30", "--max-gpus", "1000000000"),
+        "--max-gpus",
+    )
+    add(
+        "plan_batch_tokens_inf",
+        (*plan, "--tokens", "1e12", "--deadline-days", "30", "--batch-tokens", "inf"),
+        "--batch-tokens",
+    )
+    add(
+        "plan_batch_tokens_zero",
+        (*plan, "--tokens", "1e12", "--deadline-days", "30", "--batch-tokens", "0"),
+        "--batch-tokens",
+    )
+    add(
+        "plan_batch_tokens_1e300",
+        (*plan, "--tokens", "1e12", "--deadline-days", "30", "--batch-tokens", "1e300"),
+        "--batch-tokens",
+    )
+    add(
+        "plan_usd_inf",
+        (*plan, "--tokens", "1e12", "--deadline-days", "30", "--usd-per-gpu-hour", "inf"),
+        "--usd-per-gpu-hour",
+    )
+    add(
+        "plan_model_unknown",
+        (
+            "plan",
+            "--model",
+            "gpt-9",
+            "--accelerator",
+            "H100-SXM",
+            "--tokens",
+            "1e12",
+            "--deadline-days",
+            "30",
+        ),
+        "--model",
+    )
+    add(
+        "plan_accelerator_unknown",
+        (
+            "plan",
+            "--model",
+            "llama3-8b",
+            "--accelerator",
+            "Z80",
+            "--tokens",
+            "1e12",
+            "--deadline-days",
+            "30",
+        ),
+        "Z80",
+    )
+    add(
+        "plan_topology_unknown",
+        (*plan, "--tokens", "1e12", "--deadline-days", "30", "--topology", "nope"),
+        "nope",
+    )
+    add(
+        "plan_executor_magic",
+        (*plan, "--tokens", "1e12", "--deadline-days", "30", "--executor", "magic"),
+        "--executor",
+    )
+    add(
+        "plan_model_file_bomb",
+        (
+            "plan",
+            "--model",
+            "{in}/m.yaml",
+            "--accelerator",
+            "H100-SXM",
+            "--tokens",
+            "1e12",
+            "--deadline-days",
+            "30",
+        ),
+        "m.yaml",
+        {
+            "m.yaml": "a: &a [1,1,1,1,1,1,1,1,1,1]\n"
+            + "".join(
+                f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}" if i > 1 else "*a"] * 10) + "]\n"
+                for i in range(1, 9)
+            )
+        },
+    )
     return cases
 
 

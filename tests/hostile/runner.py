@@ -1,10 +1,11 @@
-"""Run the hostile-input corpus: one child process per input kind, each case in-process.
+"""Run the hostile-input corpus: one child process per core, each case in-process.
 
-A child imports simtrain once (from ``--repo``, default this checkout), caps its address
-space (``RLIMIT_AS``) and runs the CLI entry point ``run_app`` on each case in turn, in the
-case's own folder, with a per-case alarm. It reports every case on a private pipe. The parent
-kills a child that stops answering (a case stuck in C code where the alarm cannot reach it),
-records a hang, and starts a new child at the next case.
+The input kinds are shared out over ``--jobs`` lanes (two by default, one per core); each
+lane is one child process that imports simtrain once (from ``--repo``, default this
+checkout), caps its address space (``RLIMIT_AS``) and runs the CLI entry point ``run_app``
+on each case in turn, in the case's own folder, with a per-case alarm. It reports every case
+on a private pipe. The parent kills a child that stops answering (a case stuck in C code
+where the alarm cannot reach it), records a hang, and starts a new child at the next case.
 
 Every case gets one or more of these outcomes (the issue's six, plus ``clean``):
 
@@ -92,6 +93,11 @@ def _lay_out(files: dict[str, Any], folder: Path, where: dict[str, str]) -> None
             os.mkfifo(path)
         elif isinstance(content, dict) and "symlink" in content:
             path.symlink_to(content["symlink"])
+        elif isinstance(content, dict) and "repeat" in content:
+            with open(path, "wb") as handle:
+                handle.write(content["prefix"])
+                handle.write(content["repeat"] * content["times"])
+                handle.write(content["suffix"])
         elif isinstance(content, dict) and "sparse" in content:
             with open(path, "wb") as handle:
                 handle.truncate(content["sparse"])
@@ -99,6 +105,10 @@ def _lay_out(files: dict[str, Any], folder: Path, where: dict[str, str]) -> None
             path.write_text(_fill(content, where), encoding="utf-8")
         else:
             path.write_bytes(content)
+
+
+def _folder_name(case: dict[str, Any]) -> str:
+    return f"{case['kind']}-{case['name']}".replace("/", "_")[:80]
 
 
 def _tree(folder: Path) -> set[str]:
@@ -118,7 +128,7 @@ def run_case(case: dict[str, Any], root: Path, run_app: Any, timeout_s: float) -
     """Run one case in-process; return its outcomes, wall time, peak RSS and stderr."""
     import io
 
-    folder = root / case["name"].replace("/", "_")[:80]
+    folder = root / _folder_name(case)
     where = {"in": str(folder / "in"), "out": str(folder / "out"), "case": str(folder)}
     _lay_out(case["files"], folder / "in", where)
     (folder / "work").mkdir()
@@ -225,17 +235,17 @@ def child_main(args: argparse.Namespace) -> None:
 
 
 def run_kind(
-    kind: str,
+    label: str,
     cases: list[dict[str, Any]],
     repo: Path,
     workdir: Path,
     timeout_s: float = TIMEOUT_S,
 ) -> list[dict[str, Any]]:
-    """Run the cases of one kind in child processes; a child that hangs is replaced."""
-    case_file = workdir / f"{kind}.pickle"
+    """Run cases in child processes, one after another; a child that hangs is replaced."""
+    case_file = workdir / f"{label}.pickle"
     with open(case_file, "wb") as handle:
         pickle.dump(cases, handle)
-    root = workdir / "sandbox" / kind / "cases"
+    root = workdir / "sandbox" / label / "cases"
     root.mkdir(parents=True, exist_ok=True)
     results: dict[int, dict[str, Any]] = {}
     start = 0
@@ -265,7 +275,7 @@ def run_kind(
             pass_fds=(write_fd,),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
-            stderr=open(workdir / f"{kind}.log", "ab"),  # noqa: SIM115
+            stderr=open(workdir / f"{label}.log", "ab"),  # noqa: SIM115
             start_new_session=True,
             env=env,
             cwd=str(workdir),
@@ -305,7 +315,7 @@ def run_kind(
             killed = time.monotonic() - began > deadline_s
             case = cases[failed]
             results[failed] = {
-                "kind": kind,
+                "kind": case["kind"],
                 "name": case["name"],
                 "code": None,
                 "outcomes": ["hang" if killed else "traceback", "not_one_line"],
@@ -318,7 +328,7 @@ def run_kind(
             }
             if not killed and child.returncode in (-signal.SIGKILL, -signal.SIGSEGV):
                 results[failed]["outcomes"].append("memory")
-        shutil.rmtree(root / cases[failed]["name"].replace("/", "_")[:80], ignore_errors=True)
+        shutil.rmtree(root / _folder_name(cases[failed]), ignore_errors=True)
         start = failed + 1
     return [results[i] for i in sorted(results)]
 
@@ -342,15 +352,27 @@ def run_corpus(
             by_kind.setdefault(case.kind, []).append(case.to_dict())
     with tempfile.TemporaryDirectory(prefix="simtrain-hostile-") as tmp:
         workdir = Path(tmp)
-        order = [k for k in KINDS if k in by_kind]
-        # the biggest kinds first, so two workers finish together
-        order.sort(key=lambda k: -len(by_kind[k]))
-        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            futures = {
-                k: pool.submit(run_kind, k, by_kind[k], repo, workdir, timeout_s) for k in order
-            }
-            out = [r for k in KINDS if k in futures for r in futures[k].result()]
-    return out
+        # One child per lane (a core), each running whole kinds one after another: an
+        # interpreter start-up and the imports cost seconds, a case milliseconds.
+        lanes: list[list[str]] = [[] for _ in range(max(1, jobs))]
+        for kind in sorted(by_kind, key=lambda k: -len(by_kind[k])):
+            min(lanes, key=lambda lane: sum(len(by_kind[k]) for k in lane)).append(kind)
+        with ThreadPoolExecutor(max_workers=len(lanes)) as pool:
+            futures = [
+                pool.submit(
+                    run_kind,
+                    f"lane{i}",
+                    [case for kind in lane for case in by_kind[kind]],
+                    repo,
+                    workdir,
+                    timeout_s,
+                )
+                for i, lane in enumerate(lanes)
+                if lane
+            ]
+            done = [r for future in futures for r in future.result()]
+    order = {k: i for i, k in enumerate(KINDS)}
+    return sorted(done, key=lambda r: order[r["kind"]])
 
 
 def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
