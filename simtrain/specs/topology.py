@@ -16,7 +16,7 @@ from pydantic import Field, model_validator
 from simtrain.specs.base import Spec
 
 TopologyKind = Literal["fat_tree", "rail_optimized", "rail_only", "torus_3d", "single_node"]
-NodeFabricKind = Literal["auto", "nvswitch", "p2p_mesh", "pcie"]
+NodeFabricKind = Literal["auto", "nvswitch", "p2p_mesh", "pcie", "mi250x"]
 
 TOPOLOGY_KINDS: tuple[str, ...] = TopologyKind.__args__  # type: ignore[attr-defined]
 
@@ -27,8 +27,10 @@ class TopologySpec(Spec):
     kind: TopologyKind = "fat_tree"
     """Network family: fat_tree (Clos), rail_optimized, rail_only, torus_3d or single_node."""
     node_fabric: NodeFabricKind = "auto"
-    """Fabric inside a node: nvswitch, p2p_mesh (Infinity Fabric), pcie, or auto (from the
-    scale-up link: NVLink -> nvswitch, Infinity Fabric -> p2p_mesh, PCIe -> pcie)."""
+    """Fabric inside a node: nvswitch, p2p_mesh (equal links between all pairs), pcie, mi250x
+    (the 8 GCDs of 4 MI250X joined by 4-, 2- or 1-link Infinity Fabric pairs), or auto (from
+    the scale-up link: NVLink -> nvswitch, MI250X Infinity Fabric on 8-GCD nodes -> mi250x,
+    other Infinity Fabric -> p2p_mesh, PCIe -> pcie)."""
     oversubscription: float = Field(default=1.0, ge=1.0)
     """Ratio of downlink to uplink bandwidth above the leaf switches (1 = full bisection);
     Clos kinds only."""
