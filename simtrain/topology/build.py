@@ -14,6 +14,12 @@ from simtrain.specs.cluster import ClusterSpec
 from simtrain.specs.hardware import LinkSpec
 from simtrain.specs.topology import TopologySpec
 from simtrain.topology.base import LinkTable, Topology
+from simtrain.topology.dragonfly import (
+    DragonflyRouter,
+    build_dragonfly,
+    dragonfly_bisection,
+    dragonfly_shape,
+)
 from simtrain.topology.fat_tree import ClosFabric, build_clos, fat_tree_leaves
 from simtrain.topology.node_fabric import (
     NVLS_LINKS,
@@ -39,6 +45,14 @@ CLOS_FIELDS = (
 """TopologySpec fields read only by the Clos kinds."""
 TORUS_FIELDS = ("torus_shape", "torus_wraparound")
 """TopologySpec fields read only by torus_3d."""
+DRAGONFLY_FIELDS = (
+    "num_groups",
+    "switches_per_group",
+    "nic_ports_per_switch",
+    "links_per_group_pair",
+    "routing",
+)
+"""TopologySpec fields read only by dragonfly."""
 
 
 def cluster_links(cluster: ClusterSpec) -> tuple[LinkSpec, LinkSpec]:
@@ -67,9 +81,15 @@ def build_topology(cluster: ClusterSpec) -> Topology:
     up, out = cluster_links(cluster)
     table = LinkTable()
     if spec.kind == "torus_3d":
-        warn_unused(spec, (*CLOS_FIELDS, "node_fabric"), "topology.kind is torus_3d")
+        warn_unused(
+            spec, (*CLOS_FIELDS, *DRAGONFLY_FIELDS, "node_fabric"), "topology.kind is torus_3d"
+        )
         return _torus(cluster, table, up)
     warn_unused(spec, TORUS_FIELDS, f"topology.kind is {spec.kind}")
+    if spec.kind == "dragonfly":
+        warn_unused(spec, CLOS_FIELDS[:-1], "topology.kind is dragonfly")
+    else:
+        warn_unused(spec, DRAGONFLY_FIELDS, f"topology.kind is {spec.kind}")
     g = min(cluster.gpus_per_node, num_gpus)
     if num_gpus % g:
         raise SpecError(
@@ -91,6 +111,8 @@ def build_topology(cluster: ClusterSpec) -> Topology:
     details = {"node fabric": fabric_summary(fabric, up)}
     nics = min(cluster.nics, g)
     clos = None
+    if spec.kind == "dragonfly":
+        return _dragonfly(cluster, table, fabric, fabric_kind, out, details)
     if num_nodes > 1:
         down_ports = spec.leaf_down_ports or spec.switch_radix // 2
         if spec.kind == "fat_tree":
@@ -121,6 +143,50 @@ def build_topology(cluster: ClusterSpec) -> Topology:
         nvls=nvls,
         node_fabric=fabric_kind,
         sharp=clos if spec.sharp else None,
+        ring_order=fabric.ring_order if fabric.wiring is not None else None,
+    )
+
+
+def _dragonfly(
+    cluster: ClusterSpec,
+    table: LinkTable,
+    fabric: NodeFabric,
+    fabric_kind: str,
+    link: LinkSpec,
+    details: dict[str, str],
+) -> Topology:
+    """A dragonfly of switch groups above the node fabrics (``dragonfly.py``)."""
+    spec = cluster.topology
+    g = min(cluster.gpus_per_node, cluster.num_gpus)
+    nics = min(cluster.nics, g)
+    num_nodes = cluster.num_gpus // g
+    shape = dragonfly_shape(spec, num_nodes, nics)
+    links = build_dragonfly(table, shape, g, nics, link)
+    bw = link.effective_bandwidth_bytes_per_s
+    details["scale-out"] = f"dragonfly, {nics} x {link.name} per node ({bw / 1e9:.1f} GB/s each)"
+    details["groups"] = (
+        f"{shape.groups_used} used of {shape.num_groups}, {shape.nodes_per_group} nodes each "
+        f"({shape.switches_per_group} switches x {shape.nic_ports_per_switch} NIC ports)"
+    )
+    pairs = shape.num_groups * (shape.num_groups - 1) // 2
+    details["global links"] = (
+        f"{shape.links_per_group_pair} per group pair, {pairs * shape.links_per_group_pair} "
+        f"in all; routing {spec.routing}"
+    )
+    details["local links"] = f"all-to-all in each group, {shape.switches_per_group - 1} per switch"
+    capacity = table.arrays()[2]
+    router = DragonflyRouter(fabric, cluster.num_gpus, nics, shape, links, spec.routing, capacity)
+    bisection = dragonfly_bisection(shape, nics, link)
+    return _finish(
+        table,
+        "dragonfly",
+        cluster.num_gpus,
+        g,
+        router,
+        bisection,
+        nics,
+        details,
+        node_fabric=fabric_kind,
         ring_order=fabric.ring_order if fabric.wiring is not None else None,
     )
 

@@ -47,7 +47,8 @@ def test_gcds_without_a_direct_link_route_over_two_hops_widest_first():
 def test_ring_follows_the_quad_and_dual_links():
     order = widest_ring(MI250X, tuple(range(8)))
     links = {frozenset((a, b)): n for a, b, n in MI250X.pairs}
-    hops = [links.get(frozenset((a, b)), 0) for a, b in zip(order, order[1:] + order[:1])]
+    successor = order[1:] + order[:1]
+    hops = [links.get(frozenset((a, b)), 0) for a, b in zip(order, successor, strict=True)]
     assert sorted(hops) == [2, 2, 2, 2, 4, 4, 4, 4]  # every quad pair, never a single link
 
 
@@ -78,7 +79,7 @@ def test_each_package_has_its_own_nic():
 
 
 def test_wired_fabric_needs_eight_gcds_per_node():
-    with pytest.raises(SpecError, match="'cluster.gpus_per_node' must be 8"):
+    with pytest.raises(SpecError, match=r"'cluster\.gpus_per_node' must be 8"):
         build_topology(mi250x(num_gpus=4, gpus_per_node=4, topology={"node_fabric": "mi250x"}))
 
 

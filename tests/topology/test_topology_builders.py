@@ -26,7 +26,7 @@ def test_default_topology_spec_is_full_bisection_fat_tree():
 
 def test_unknown_topology_kind_is_a_validation_error():
     with pytest.raises(ValidationError, match="kind"):
-        cluster(topology={"kind": "dragonfly"})
+        cluster(topology={"kind": "hypercube"})
 
 
 def test_typo_in_topology_field_is_rejected():
