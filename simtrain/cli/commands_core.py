@@ -150,16 +150,17 @@ def trace(
     )
 
 
-LIST_KINDS = ("accelerators", "links", "workloads", "topologies")
+LIST_KINDS = ("accelerators", "links", "frameworks", "workloads", "topologies")
 
 
 @app.command(name="list")
 def list_(
     what: Annotated[
-        str, typer.Argument(help="One of: accelerators, links, workloads, topologies.")
+        str,
+        typer.Argument(help="One of: accelerators, links, frameworks, workloads, topologies."),
     ],
 ) -> None:
-    """List built-in accelerators, links, workload files or topology presets."""
+    """List built-in accelerators, links, framework profiles, workload files or topologies."""
     from simtrain.report.catalog_tables import catalog_tables
 
     if what not in LIST_KINDS:
