@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from simtrain.cli.app import app, console, fail
 
@@ -93,6 +92,8 @@ def validate(
     if as_json:
         typer.echo(json.dumps([row.to_dict() for row in rows], indent=2))
     else:
+        from rich.table import Table
+
         table = Table(title=f"validation: {directory}", title_justify="left")
         for column in ("case", "metric", "published", "predicted", "error", "tolerance", "ok"):
             if column in ("case", "metric"):

@@ -6,7 +6,6 @@ from rich.table import Table
 
 from simtrain.catalog import ACCELERATORS, LINKS
 from simtrain.paths import data_dir
-from simtrain.specs.loader import read_yaml
 
 TERA, GB = 1e12, 1e9
 
@@ -71,6 +70,8 @@ def sources_table(entries: dict) -> Table:
 
 def files_table(folder: str, section: str) -> Table:
     """YAML files of a data folder with the headline fields of their ``section``."""
+    from simtrain.specs.loader import read_yaml  # validates experiments: load on use
+
     table = Table(title=f"{folder}/")
     table.add_column("file", no_wrap=True)
     table.add_column("name", no_wrap=True)
