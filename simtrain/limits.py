@@ -24,6 +24,11 @@ from typing import Any
 
 from simtrain.errors import SpecError
 
+MAX_DEVICES = 1 << 20
+"""Most accelerators in one job: 1,048,576, 16x the largest clusters announced (65,536)."""
+MAX_DEVICES_WHY = "16x the largest clusters announced (65,536 accelerators)"
+MAX_LAYERS = 10_000
+"""Most transformer layers: 50x the deepest published LLM (~200 layers)."""
 MAX_TASKS = 5_000_000
 """Default ``--max-tasks``: tasks in one step's program (about 3 GB and a few minutes)."""
 MAX_CONFIGS = 1_000_000

@@ -10,15 +10,17 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 from simtrain.cli.app import app, console
 from simtrain.cli.values import integer, number
 from simtrain.errors import SpecError
-from simtrain.limits import MAX_SCHEDULE_TASKS, check_limit
+from simtrain.limits import MAX_LAYERS, MAX_SCHEDULE_TASKS, check_limit
 from simtrain.parallel.program import Program
 from simtrain.parallel.schedule_timing import (
     ScheduleMetrics,
@@ -28,7 +30,6 @@ from simtrain.parallel.schedule_timing import (
 )
 from simtrain.parallel.schedules import SCHEDULES, build_schedule, format_grid
 from simtrain.paths import image_file, make_dir
-from simtrain.specs.base import MAX_LAYERS
 
 # API argument names as the user typed them on the command line
 _FLAGS = {
@@ -70,6 +71,8 @@ def _draw_gantt(
 
 
 def _table(metrics: ScheduleMetrics, program: Program) -> Table:
+    from rich.table import Table
+
     table = Table(title="per stage")
     for column in ("stage", "busy", "idle", "bubble", "peak in-flight"):
         table.add_column(column, justify="right")

@@ -5,17 +5,18 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
 
 from simtrain.cli.app import app, console, err_console, fail
 from simtrain.cli.values import integer, number
-from simtrain.limits import MAX_CONFIGS, check_limit
+from simtrain.limits import MAX_CONFIGS, MAX_DEVICES, MAX_DEVICES_WHY, check_limit
 from simtrain.paths import image_file, make_dir, output_file, safe_file_name, store_file
-from simtrain.specs.base import MAX_DEVICES, MAX_DEVICES_WHY
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON to stdout instead of tables.")]
 ExecutorOption = Annotated[
@@ -103,11 +104,15 @@ def _fmt(value: Any, digits: int = 3) -> str:
 
 def wide(shared: Console) -> Console:
     """The shared console on a terminal; a 160-column one when piped (no width to fit)."""
+    from rich.console import Console
+
     return shared if shared.is_terminal else Console(width=160)
 
 
 def top_table(result: Any, k: int) -> Table:
     """The k best simulated configurations by the sweep's metric."""
+    from rich.table import Table
+
     sweep = result.sweep
     table = Table(title=f"top {k} of {sweep.name} by {sweep.metric}")
     fields = [*sweep.swept_fields, *(["dp"] if "dp" in result.table else [])]
@@ -269,6 +274,8 @@ def _plan_json(option: Any) -> dict[str, Any] | None:
 
 def plan_table(result: Any) -> Table:
     """Every cluster size tried with its best layout and whole-run figures."""
+    from rich.table import Table
+
     table = Table(title="plans: best layout of each cluster size")
     for name in ["GPUs", "tp", "pp", "vpp", "dp", "recompute", "batch", "MFU", "goodput",
                  "days", "$M", "pick"]:  # fmt: skip

@@ -31,11 +31,21 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import PydanticUndefined
 
-MAX_DEVICES = 1 << 20
-"""Most accelerators in one job: 1,048,576, 16x the largest clusters announced (65,536)."""
-MAX_DEVICES_WHY = "16x the largest clusters announced (65,536 accelerators)"
-MAX_LAYERS = 10_000
-"""Most transformer layers: 50x the deepest published LLM (~200 layers)."""
+from simtrain.limits import MAX_DEVICES, MAX_DEVICES_WHY, MAX_LAYERS
+
+__all__ = [
+    "MAX_BYTES",
+    "MAX_DEVICES",
+    "MAX_DEVICES_WHY",
+    "MAX_LAYERS",
+    "Spec",
+    "bounded",
+    "check_file_name",
+    "divisors",
+    "field_range",
+    "must_divide",
+]
+
 MAX_BYTES = float(1 << 60)
 """Largest byte count or bandwidth in bytes/s anywhere in a spec: 1 EiB."""
 MAX_SECONDS = 1e9

@@ -75,13 +75,14 @@ class ParallelSpec(Spec):
     """Pipeline schedule (used when pp > 1)."""
     recompute: RecomputeMode = "none"
     """Activation recomputation: none, selective (attention core) or full (whole layer)."""
-    overlap_grad_reduce: bool = True
-    """Overlap the data-parallel gradient reduction with the backward pass (bucketed)."""
-    grad_bucket_size_bytes: int = bounded(
-        160_000_000, gt=0, le=1 << 50, why="a petabyte of gradients in one bucket"
+    overlap_grad_reduce: bool | None = None
+    """Overlap the data-parallel gradient reduction with the backward pass (bucketed);
+    default from the framework profile (always on under ZeRO-3)."""
+    grad_bucket_size_bytes: int | None = bounded(
+        None, gt=0, le=8_000_000_000, why="50x Megatron-Core's 160 MB bucket"
     )
-    """Gradient bucket size for the overlapped data-parallel reduction. Default: Megatron's
-    DDP bucket of 40M elements in fp32 = 160 MB."""
+    """Gradient bucket size for the overlapped data-parallel reduction; default from the
+    framework profile (Megatron-Core: 40M fp32 elements = 160 MB; PyTorch DDP: 25 MiB)."""
     rank_order: str = "tp-cp-ep-dp-pp"
     """Order of mesh axes from innermost (adjacent ranks) to outermost: distinct axes among
     tp, cp, ep, dp and pp joined by '-'."""
