@@ -4,9 +4,9 @@ Each estimate is computed in microseconds from the validated spec, before anythi
 and compared with a limit that a CLI flag raises. Above the limit the command stops with one
 line that gives the estimate, the limit and the flag, e.g.::
 
-    error: the step would have about 67,108,864 tasks (1 simulated rank x 1,048,576
-    microbatches x 2 layers x 32 tasks per layer), over the limit of 5,000,000 (raise it with
-    --max-tasks 67108864)
+    error: the step's program tasks must be at most 5,000,000 (got about 1,310,760,000: 1
+    simulated rank x 8,192 microbatches x 5,000 layers x 32 tasks per layer); raise the limit
+    with --max-tasks 1310760000
 
 The defaults are a few times the largest shipped experiment (Megatron-LM's 1T-parameter GPT
 on 3,072 GPUs builds 1.4 M tasks; the Llama 3 reliability study runs about a million
@@ -51,8 +51,8 @@ ZeRO gathers, optimizer."""
 
 def _refuse(what: str, estimate: int, detail: str, limit: int, flag: str) -> SpecError:
     return SpecError(
-        f"{what} would be about {estimate:,} ({detail}), over the limit of {limit:,} "
-        f"(raise it with {flag} {estimate})"
+        f"{what} must be at most {limit:,} (got about {estimate:,}: {detail}); raise the "
+        f"limit with {flag} {estimate}"
     )
 
 
@@ -93,7 +93,7 @@ def check_tasks(spec: Any, full: bool | None, limit: int = MAX_TASKS) -> None:
     """Refuse a step whose program would exceed ``limit`` tasks (``--max-tasks``)."""
     estimate, detail = estimate_tasks(spec, full)
     if estimate > limit:
-        raise _refuse("the step's program", estimate, detail, limit, "--max-tasks")
+        raise _refuse("the step's program tasks", estimate, detail, limit, "--max-tasks")
 
 
 def estimate_topology_elements(cluster: Any) -> tuple[int, str]:
@@ -122,7 +122,13 @@ def check_topology(cluster: Any, limit: int = MAX_TOPOLOGY_ELEMENTS) -> None:
     """Refuse a network larger than ``limit`` elements (``--max-topology-elements``)."""
     estimate, detail = estimate_topology_elements(cluster)
     if estimate > limit:
-        raise _refuse("the network", estimate, detail, limit, "--max-topology-elements")
+        raise _refuse(
+            "the network's devices, switches and links",
+            estimate,
+            detail,
+            limit,
+            "--max-topology-elements",
+        )
 
 
 def estimate_reliability_events(params: Any, num_runs: int, num_policies: int) -> tuple[int, str]:
@@ -151,7 +157,7 @@ def check_reliability(
     """Refuse a reliability study above ``limit`` events (``--max-events``)."""
     estimate, detail = estimate_reliability_events(params, num_runs, num_policies)
     if estimate > limit:
-        raise _refuse("the reliability study", estimate, detail, limit, "--max-events")
+        raise _refuse("the reliability study's events", estimate, detail, limit, "--max-events")
 
 
 def check_configs(count: int, limit: int = MAX_CONFIGS) -> None:
@@ -159,6 +165,6 @@ def check_configs(count: int, limit: int = MAX_CONFIGS) -> None:
     if count > limit:
         shown = f"{count:,}" if count < 10**30 else f"{count:.3g}"
         raise SpecError(
-            f"the sweep would have {shown} configurations, over the limit of {limit:,} "
-            f"(raise it with --max-configs, or narrow the axes)"
+            f"the sweep's configurations must be at most {limit:,} (got {shown}); raise the "
+            f"limit with --max-configs, or narrow the axes"
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import warnings
 from typing import Any
 
 import typer
@@ -30,6 +31,11 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
+def _one_line_warning(message: Warning | str, category: type[Warning], *args: Any) -> None:
+    """Print a warning as one ``warning:`` line (not Python's two-line source excerpt)."""
+    err_console.print(f"warning: {message}", markup=False)
+
+
 @functools.cache
 def _command() -> Any:
     """The click command behind ``app``, built once (typer rebuilds it per call: 0.2 s)."""
@@ -41,12 +47,17 @@ def run_app(argv: list[str] | None = None) -> int:
     try:
         # Without standalone mode click returns the exit code of a typer.Exit instead of
         # raising it.
-        code = _command().main(args=argv, prog_name="simtrain", standalone_mode=False)
+        with warnings.catch_warnings():
+            warnings.showwarning = _one_line_warning
+            code = _command().main(args=argv, prog_name="simtrain", standalone_mode=False)
         if isinstance(code, int):
             return code
     except typer.Exit as exc:
         return exc.exit_code
     except SimtrainError as exc:
+        err_console.print(f"error: {exc}", markup=False)
+        return 2
+    except Warning as exc:  # a warning turned into an error (python -W error)
         err_console.print(f"error: {exc}", markup=False)
         return 2
     except (typer.Abort, KeyboardInterrupt):

@@ -133,9 +133,9 @@ def schedule(
     tasks = 3 * pp * vpp * microbatches
     if tasks > max_tasks:
         raise SpecError(
-            f"the schedule would have about {tasks:,} tasks (3 x {pp:,} stages x {vpp:,} chunks "
-            f"x {microbatches:,} microbatches), over the limit of {max_tasks:,} (raise it with "
-            f"--max-tasks {tasks})"
+            f"the schedule's tasks must be at most {max_tasks:,} (got {tasks:,}: 3 x {pp:,} "
+            f"stages x {vpp:,} chunks x {microbatches:,} microbatches); raise the limit with "
+            f"--max-tasks {tasks}"
         )
     if out is not None:
         out = image_file(out, "--out")

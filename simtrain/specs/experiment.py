@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from simtrain.specs.base import Spec, bounded, divisors, must_divide
+from simtrain.specs.base import MAX_DEVICES, Spec, bounded, divisors, must_divide
 from simtrain.specs.cluster import ClusterSpec
 from simtrain.specs.cost import CostSpec
 from simtrain.specs.framework_resolve import framework_problems, resolve_framework_defaults
@@ -57,7 +57,7 @@ class ExperimentSpec(Spec):
             mp = int(par.get("tp", 1)) * int(par.get("pp", 1)) * int(par.get("cp", 1))
         except (KeyError, TypeError, ValueError, OverflowError):
             return data  # field validation reports the real problem
-        if mp > 0 and num_gpus > 0 and num_gpus % mp == 0:
+        if mp > 0 and 0 < num_gpus <= MAX_DEVICES and num_gpus % mp == 0:
             return {**data, "parallel": {**par, "dp": num_gpus // mp}}
         return data
 

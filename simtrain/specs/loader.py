@@ -9,6 +9,7 @@ last; their values are parsed as YAML scalars, so ``8`` is an int and ``true`` a
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -97,6 +98,7 @@ def load_yaml_tree(
     return deep_merge(merged, data)
 
 
+_SCIENTIFIC = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d{1,3}")
 MAX_OVERRIDE_KEY_PARTS = 8
 """Most dotted parts of a ``--set`` key (the deepest spec field has four)."""
 
@@ -131,6 +133,8 @@ def _override_value(raw: str, key: str) -> Any:
     """The value of ``--set key=raw``: a YAML scalar or flow collection, else the raw text."""
     if not raw.strip():
         return ""
+    if _SCIENTIFIC.fullmatch(raw.strip()):  # YAML 1.1 reads 1e9 as a string; people mean 1e9
+        return float(raw)
     try:
         return load_yaml_text(raw, f"--set {key}")
     except SpecError as exc:
@@ -191,7 +195,7 @@ def _shown(value: Any) -> str:
         return repr(value)
     if isinstance(value, int) and value.bit_length() > 64:
         return f"an integer of {value.bit_length()} bits"
-    if isinstance(value, float) and value == value and abs(value) >= 1e15:
+    if isinstance(value, float) and value == value and abs(value) >= 1e6:
         return f"{value:g}"
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -208,6 +212,10 @@ def _message(err: Any, model: Any) -> str:
         return "is required"
     info = _field_info(model, tuple(err["loc"])) if model is not None else None
     span, why = field_range(info) if info is not None else ("", "")
+    where = ""
+    if span:
+        where = f" in {span}" if span[0].isdigit() or span[0] == "-" else f" {span}"
+    reason = f" [{why}]" if why and span else ""
     if kind in _RANGE_ERRORS or (span and kind in ("int_from_float",)):
         integer = (
             info is not None
@@ -215,12 +223,9 @@ def _message(err: Any, model: Any) -> str:
             and "float" not in str(info.annotation)
         )
         noun = "an integer" if integer else "a finite number"
-        text = f"must be {noun} in {span}" if span else f"must be {noun}"
-        if span and not span[0].isdigit() and not span.startswith("-"):
-            text = f"must be {noun} {span}"
-        return text + (f" [{why}]" if why else "")
+        return f"must be {noun}{where}{reason}"
     if kind in _TYPE_WORDS:
-        return f"must be {_TYPE_WORDS[kind]}" + (f" in {span}" if span else "")
+        return f"must be {_TYPE_WORDS[kind]}{where}{reason}"
     if kind in ("literal_error", "enum"):
         return "must be " + msg.removeprefix("Input should be ")
     if kind == "union_tag_invalid":
