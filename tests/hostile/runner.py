@@ -254,6 +254,7 @@ def run_kind(
         env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
         env["MPLBACKEND"] = "Agg"
         env["PYTHONPATH"] = str(repo)
+        log = open(workdir / f"{label}.log", "ab")  # noqa: SIM115  (closed after the child)
         child = subprocess.Popen(
             [
                 sys.executable,
@@ -275,7 +276,7 @@ def run_kind(
             pass_fds=(write_fd,),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
-            stderr=open(workdir / f"{label}.log", "ab"),  # noqa: SIM115
+            stderr=log,
             start_new_session=True,
             env=env,
             cwd=str(workdir),
@@ -308,6 +309,7 @@ def run_kind(
                 break
         os.close(read_fd)
         child.wait()
+        log.close()
         if finished:
             break
         failed = current if current is not None else start
