@@ -39,6 +39,7 @@ from simtrain.workload.counts import (
 from simtrain.workload.linear import CAST_BYTES_PER_ELEMENT
 from simtrain.workload.optimizers import OPTIMIZERS
 from simtrain.workload.primitives import FP8_DTYPES
+from simtrain.workload.shard import fp8_recipe_in_effect
 
 WEIGHT_BYTES = 2
 GRAD_BYTES = 2
@@ -202,5 +203,5 @@ def fp8_copy_bytes(spec: ExperimentSpec, rank: int) -> float:
     training = spec.training
     if training.dtype not in FP8_DTYPES or spec.parallel.zero_stage == 3:
         return 0.0
-    recipe = "mxfp8" if training.dtype == "mxfp8" else training.fp8_recipe or "delayed"
+    recipe = fp8_recipe_in_effect(training.dtype, training.fp8_recipe)
     return rank_params(spec, rank).linear_weights * FP8_COPY_BYTES[recipe]

@@ -22,9 +22,10 @@ convention     model FLOPs per token
                96·s·l·h²·(1 + s/6h + V/16lh) per sequence
 ``palm``       Chowdhery et al. 2022, App. B: 6·N + 12·L·H·Q·T with N all (active)
                parameters, H heads of dimension Q, T the sequence length
-``causal``     MaxText: ``simtrain`` with attention over the causal half (keys = s/2;
-               w - w²/2s for a window w)
-``noncausal``  LLM Foundry: 6·N + 12·L·d_model·s (N all active parameters)
+``causal``     MaxText: ``simtrain`` with half the attention term (the causal mask; a
+               window counts min(s, w)/2 keys)
+``noncausal``  LLM Foundry: 6·N + 12·L·d_model·s (N the active parameters, without an
+               untied input embedding, a lookup table)
 =============  ==========================================================================
 """
 
@@ -89,15 +90,15 @@ def model_flops_per_token(model: ModelSpec, convention: str = "simtrain") -> flo
         full = recompute_flops_per_sequence(model, "full")
         return (model_flops_per_sequence(model) + full) / s
     if convention == "causal":
-        w = model.attended_keys
-        keys = w - w * w / (2 * s)
+        keys = model.attended_keys / 2
         attention = 3 * layers * attention_fwd_flops_per_query(model, keys)
         return 6 * matmul_params_per_token(model) + attention
     active = count_parameters(model).active
     if convention == "palm":
         return 6 * active + 3 * layers * attention_fwd_flops_per_query(model, s)
     if convention == "noncausal":
-        return 6 * active + 12 * layers * model.hidden_size * s
+        lookup = 0 if model.tied_embeddings else model.vocab_size * model.hidden_size
+        return 6 * (active - lookup) + 12 * layers * model.hidden_size * s
     valid = ", ".join(FLOPS_CONVENTIONS)
     raise ValueError(f"flops convention must be one of {valid} (got {convention!r})")
 

@@ -301,7 +301,7 @@ class _StepAssembler:
             spec.training.dtype,
             spec.training.attention_kernel,
             p.cp_algorithm,
-            spec.training.fp8_recipe or "delayed",
+            spec.training.fp8_recipe or "delayed",  # the default recipe of dtype fp8
         )
         self.fp8_recipe = shard.recipe
         self.chunks = [

@@ -301,10 +301,10 @@ class ModelSpec(Spec):
         if self.rotary_fraction != 1.0 and (
             self.position_embedding != "rope" or self.mla is not None
         ):
-            unused.append("model.rotary_fraction (needs position_embedding=rope without mla)")
+            unused.append("model.rotary_fraction has no effect (needs rope without mla)")
         if self.parallel_block_norms != 1 and self.block == "serial":
-            unused.append("model.parallel_block_norms (needs block=parallel)")
+            unused.append("model.parallel_block_norms has no effect (needs block=parallel)")
         if self.norm_bias is not None and self.norm == "rmsnorm":
-            unused.append("model.norm_bias (RMSNorm has no bias)")
-        for name in unused:
-            warnings.warn(f"{name} has no effect", UserWarning, stacklevel=3)
+            unused.append("model.norm_bias has no effect (RMSNorm has no bias)")
+        for message in unused:
+            warnings.warn(message, UserWarning, stacklevel=3)

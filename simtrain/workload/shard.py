@@ -7,6 +7,16 @@ from dataclasses import dataclass
 from simtrain.workload.primitives import DTYPE_BYTES, FP8_DTYPES
 
 
+def fp8_recipe_in_effect(dtype: str, fp8_recipe: str | None) -> str:
+    """The FP8 scaling recipe a run uses: ``mxfp8``'s own, the chosen one, or ``delayed``.
+
+    Examples:
+        >>> fp8_recipe_in_effect("mxfp8", None), fp8_recipe_in_effect("fp8", None)
+        ('mxfp8', 'delayed')
+    """
+    return "mxfp8" if dtype == "mxfp8" else fp8_recipe or "delayed"
+
+
 @dataclass(frozen=True)
 class Shard:
     """How one rank's share of a layer is cut.
@@ -58,4 +68,4 @@ class Shard:
     @property
     def recipe(self) -> str:
         """The scaling recipe in effect (``mxfp8`` implies its own)."""
-        return "mxfp8" if self.dtype == "mxfp8" else self.fp8_recipe
+        return fp8_recipe_in_effect(self.dtype, self.fp8_recipe)
