@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from simtrain.parallel.stages import chunk_layers
 from simtrain.specs.experiment import ExperimentSpec
+from simtrain.specs.framework_resolve import effective_zero_stage
 from simtrain.workload.counts import (
     attention_biases,
     attention_weights,
@@ -190,8 +191,9 @@ def rank_model_states(spec: ExperimentSpec, rank: int) -> ModelStateBytes:
     # Hybrid sharding shards only over the shard group (and experts over at most that).
     shard = p.zero_shard_group_size or dp_cp
     optimizer = spec.training.optimizer
-    return model_state_bytes(params.dense, p.zero_stage, shard, optimizer) + model_state_bytes(
-        params.experts, p.zero_stage, min(shard, dp_cp // p.ep), optimizer
+    stage = effective_zero_stage(spec)
+    return model_state_bytes(params.dense, stage, shard, optimizer) + model_state_bytes(
+        params.experts, stage, min(shard, dp_cp // p.ep), optimizer
     )
 
 
@@ -201,7 +203,7 @@ def fp8_copy_bytes(spec: ExperimentSpec, rank: int) -> float:
     Zero without FP8, and under ZeRO-3 (each gathered layer is cast, used and freed).
     """
     training = spec.training
-    if training.dtype not in FP8_DTYPES or spec.parallel.zero_stage == 3:
+    if training.dtype not in FP8_DTYPES or effective_zero_stage(spec) == 3:
         return 0.0
     recipe = fp8_recipe_in_effect(training.dtype, training.fp8_recipe)
     return rank_params(spec, rank).linear_weights * FP8_COPY_BYTES[recipe]

@@ -23,12 +23,14 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from simtrain.catalog.frameworks import get_framework
 from simtrain.parallel.layout import RankLayout
 from simtrain.parallel.program import Program, Task
 from simtrain.parallel.schedules import get_schedule, split_backwards, stage_rank
 from simtrain.parallel.segments import SegmentPlan, segment_ops
 from simtrain.parallel.stages import chunk_layers
 from simtrain.specs.experiment import ExperimentSpec
+from simtrain.specs.framework_resolve import effective_zero_stage
 from simtrain.workload.linear import weight_cast_op
 from simtrain.workload.ops import Op
 from simtrain.workload.optimizers import optimizer_op
@@ -326,9 +328,13 @@ class _StepAssembler:
         self.instances: dict[str, int] = {}  # collective key -> its one task
         self._segment_cache: dict[tuple[int, str, bool], SegmentPlan] = {}
         self.p2p: dict[str, int] = {}
-        # Activations cross stages scattered over the TP group (Narayanan et al. §4.1).
+        self.profile = get_framework(spec.training.framework)
+        self.zero_stage = effective_zero_stage(spec)
+        # Activations cross stages scattered over the TP group (Narayanan et al. §4.1) when
+        # the stack does so; otherwise every TP rank sends the whole tensor.
+        scatter = p.tp if self.profile.pipeline_scatter_gather else 1
         self.p2p_bytes = (
-            p.micro_batch_size * model.seq_length // p.cp * model.hidden_size * ACT_BYTES // p.tp
+            p.micro_batch_size * model.seq_length // p.cp * model.hidden_size * ACT_BYTES // scatter
         )
         self.p2p_op = Op(
             name="send_recv", kind="p2p", comm="send_recv", axis="pp", comm_bytes=self.p2p_bytes
@@ -397,7 +403,7 @@ class _StepAssembler:
         )
         actions = self.actions_by_stage[self.layout.coords(rank)["pp"]]
         split = split_backwards(actions)
-        grads = _GradientReducer(rb, p.zero_stage, p.grad_bucket_size_bytes)
+        grads = _GradientReducer(rb, self.zero_stage, p.grad_bucket_size_bytes)
         local_elements = fp8_elements = 0
         # A stage's gradients are complete after the last action on this rank that computes
         # its weight gradients (a W, or a B that is not split); DualPipe holds two stages.
@@ -438,7 +444,7 @@ class _StepAssembler:
                 for layer, task in last_of_layer.items():
                     grads.add(per_layer.get(layer, 0) * self.grad_bytes, task, overlap=hooks)
         grads.flush(rb.last_compute)
-        shard_factor = len(grads.shard) if p.zero_stage >= 1 else 1
+        shard_factor = len(grads.shard) if self.zero_stage >= 1 else 1
         rb.waiting += grads.tasks
         step: tuple[Op, ...] = (
             optimizer_op(local_elements / shard_factor, self.spec.training.optimizer),
@@ -446,7 +452,7 @@ class _StepAssembler:
         if fp8_elements:  # refresh the FP8 weight copies once per step
             step += (weight_cast_op(fp8_elements, self.fp8_recipe),)
         rb.emit(segment_ops(step, False), "optimizer", -1, -1)
-        if p.zero_stage in (1, 2):  # ZeRO-3 gathers parameters layer by layer instead
+        if self.zero_stage in (1, 2):  # ZeRO-3 gathers parameters layer by layer instead
             grads.all_gather_params(local_elements * ACT_BYTES, rb.last_compute)
 
 

@@ -8,6 +8,12 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from simtrain.specs.base import Spec
+from simtrain.specs.framework import (
+    DEFAULT_FRAMEWORK,
+    AttentionKernel,
+    ExecutionMode,
+    GradReduceDtype,
+)
 
 Dtype = Literal["bf16", "fp16", "fp8", "mxfp8"]
 Optimizer = Literal["adam", "adamw", "adafactor", "lion", "adam8bit", "sgd"]
@@ -15,8 +21,15 @@ FlopsConvention = Literal["simtrain", "megatron", "palm", "causal", "noncausal"]
 
 
 class TrainingSpec(Spec):
-    """Numerics and length of the training run."""
+    """Numerics, software stack and length of the training run.
 
+    Fields that default to None take their value from the framework profile named by
+    ``framework`` when the experiment is validated; an experiment may still set them.
+    """
+
+    framework: str = DEFAULT_FRAMEWORK
+    """Software stack profile (``simtrain list frameworks``): sets the defaults below marked
+    'from the framework profile' and how collectives, overlap and memory behave."""
     dtype: Dtype = "bf16"
     """Compute dtype of the linear layers (sets the peak FLOP/s used): bf16, fp16, fp8
     (TransformerEngine recipe: linear layers in FP8, attention and LM head in BF16) or mxfp8
@@ -29,11 +42,17 @@ class TrainingSpec(Spec):
     """Optimizer: adam or adamw (12 bytes of FP32 state per parameter), adafactor (4),
     lion (8), adam8bit (about 6) or sgd with momentum (8); plus the 16-bit weight and
     gradient."""
-    grad_reduce_dtype: Literal["fp32", "bf16", "fp16"] = "fp32"
-    """Dtype of the data-parallel gradient reduction (Megatron reduces fp32 main grads)."""
-    attention_kernel: Literal["flash", "unfused"] = "flash"
+    grad_reduce_dtype: GradReduceDtype | None = None
+    """Dtype of the data-parallel gradient reduction (default from the framework profile;
+    Megatron-Core reduces fp32 main grads)."""
+    attention_kernel: AttentionKernel | None = None
     """Attention implementation: flash (fused, causal blocks skipped) or unfused (batched
-    GEMMs plus softmax and dropout kernels, as Megatron-LM ran in 2021)."""
+    GEMMs plus softmax and dropout kernels, as Megatron-LM ran in 2021); default from the
+    framework profile."""
+    execution_mode: ExecutionMode | None = None
+    """How kernels reach the GPU: eager (issued one by one from Python), cuda_graphs
+    (captured and replayed) or compiled (XLA, torch.compile); default from the framework
+    profile."""
     total_tokens: float = Field(default=0.0, ge=0)
     """Tokens of the whole run, for run-level time and cost (0 = report one step only)."""
 
