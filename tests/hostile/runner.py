@@ -26,6 +26,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import os
@@ -232,10 +233,8 @@ def child_main(args: argparse.Namespace) -> None:
     # Import once what the commands import lazily, so a case's time is the time to refuse
     # its input, not the first import of pandas or matplotlib (seconds on a loaded machine).
     for module in WARM_UP:
-        try:
+        with contextlib.suppress(ImportError):
             importlib.import_module(module)
-        except ImportError:
-            pass
 
     headroom = args.address_space_headroom
     cap = _status("VmSize") + headroom
