@@ -14,7 +14,7 @@ from simtrain.specs.loader import apply_overrides, experiment_from_dict, load_ex
 from simtrain.specs.safe_yaml import MAX_ALIASES, MAX_DEPTH, MAX_NODES, load_yaml_text
 from tests.hostile.corpus import TINY, dump
 
-FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 YAML_ALPHABET = string.ascii_letters + string.digits + " \n\t:-[]{},&*!|>'\"#%@`?.<=\\"
 
@@ -131,7 +131,7 @@ def test_any_number_in_any_field_validates_or_names_the_field(field, value):
     assert math.isfinite(current)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(data=documents)
 def test_any_document_as_an_experiment_file_is_a_spec_or_one_line(data, tmp_path_factory):
     path = tmp_path_factory.mktemp("fuzz") / "exp.yaml"
