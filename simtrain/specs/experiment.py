@@ -11,6 +11,7 @@ from simtrain.specs.base import MAX_DEVICES, Spec, bounded, divisors, must_divid
 from simtrain.specs.cluster import ClusterSpec
 from simtrain.specs.cost import CostSpec
 from simtrain.specs.framework_resolve import framework_problems, resolve_framework_defaults
+from simtrain.specs.mesh import apply_mesh
 from simtrain.specs.model import ModelSpec
 from simtrain.specs.parallel import ParallelSpec
 from simtrain.specs.reliability import ReliabilitySpec
@@ -46,9 +47,13 @@ class ExperimentSpec(Spec):
     @model_validator(mode="before")
     @classmethod
     def _derive_dp(cls, data: Any) -> Any:
-        """Fill ``parallel.dp`` from the cluster size when the user leaves it out."""
+        """Fill ``parallel.dp`` from the cluster size when the user leaves it out.
+
+        A named mesh (``parallel.mesh``) sets tp, dp and the FSDP sharding first.
+        """
         if not isinstance(data, dict):
             return data
+        data = apply_mesh(data)
         par, clu = data.get("parallel"), data.get("cluster")
         if not (isinstance(par, dict) and isinstance(clu, dict)) or par.get("dp") is not None:
             return data
@@ -166,12 +171,13 @@ class ExperimentSpec(Spec):
                 check(must_divide("parallel.ep", p.ep, "model.num_experts", m.num_experts))
                 if p.dp is not None:
                     check(must_divide("parallel.ep", p.ep, "parallel.dp*cp", p.dp * p.cp))
-        shape = c.topology.torus_shape
-        if c.topology.kind == "torus_3d" and shape[0] * shape[1] * shape[2] != c.num_gpus:
+        shape, slices = c.topology.torus_shape, c.topology.num_slices
+        chips = shape[0] * shape[1] * shape[2] * slices
+        if c.topology.kind == "torus_3d" and chips != c.num_gpus:
+            what = "x".join(map(str, shape)) + (f" x {slices} slices" if slices > 1 else "")
             problems.append(
-                f"cluster.topology.torus_shape={'x'.join(map(str, shape))} must hold "
-                f"cluster.num_gpus={c.num_gpus} chips (its product is "
-                f"{shape[0] * shape[1] * shape[2]})"
+                f"cluster.topology.torus_shape={what} must hold cluster.num_gpus={c.num_gpus} "
+                f"chips (it holds {chips})"
             )
         if c.num_gpus > c.gpus_per_node and c.num_gpus % c.gpus_per_node:
             problems.append(

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import field_validator
 
 from simtrain.specs.base import MAX_DEVICES, MAX_DEVICES_WHY, MAX_LAYERS, Spec, bounded
+from simtrain.specs.mesh import MeshSpec
 
 
 class MeshAxis(str, Enum):
@@ -86,6 +87,9 @@ class ParallelSpec(Spec):
     rank_order: str = "tp-cp-ep-dp-pp"
     """Order of mesh axes from innermost (adjacent ranks) to outermost: distinct axes among
     tp, cp, ep, dp and pp joined by '-'."""
+    mesh: MeshSpec | None = None
+    """A MaxText/GSPMD named mesh (ici_fsdp, ici_tp, ici_dp inside a TPU slice; dcn_dp across
+    slices) that sets tp, dp, zero_stage and zero_shard_group_size; omit to set those here."""
 
     @field_validator("rank_order")
     @classmethod
