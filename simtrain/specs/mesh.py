@@ -98,10 +98,13 @@ def apply_mesh(data: dict[str, Any]) -> dict[str, Any]:
     try:
         num_gpus = int(clu["num_gpus"])
         slices = int(topo.get("num_slices", 1))
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError):
         return data
     if slices < 1 or num_gpus % slices:
         return data  # the topology checks report it
+    sizes = par["mesh"].values()
+    if not all(type(v) is int and -1 <= v <= 65536 for v in sizes):
+        return data  # field validation names the bad axis and its range
     axes = resolve_mesh_degrees(par["mesh"], num_gpus // slices, slices)
     fsdp = axes["ici_fsdp"]
     derived: dict[str, Any] = {
