@@ -116,6 +116,7 @@ def build_topology(cluster: ClusterSpec) -> Topology:
         nvls=nvls,
         node_fabric=fabric_kind,
         sharp=clos if spec.sharp else None,
+        clos=clos,
     )
 
 
@@ -157,6 +158,7 @@ def _finish(
     node_fabric: str = "none",
     sharp: ClosFabric | None = None,
     torus_shape: tuple[int, int, int] | None = None,
+    clos: ClosFabric | None = None,
 ) -> Topology:
     """Freeze the link table into a Topology."""
     src, dst, bw, lat, cls = table.arrays()
@@ -177,15 +179,21 @@ def _finish(
         nvls_switch=nvls,
         node_fabric=node_fabric,
         sharp=sharp,
+        clos=clos,
         torus_shape=torus_shape,
         details=details,
     )
 
 
 def warn_unused(spec: TopologySpec, fields: tuple[str, ...], reason: str) -> None:
-    """Warn about fields the user set that this wiring never reads (STYLE.md: warn on no-ops)."""
+    """Warn about fields the user set that this wiring never reads (STYLE.md: warn on no-ops).
+
+    A field set to its default value (as in a spec dumped and reloaded by a sweep) changes
+    nothing either way and is not reported.
+    """
     for name in fields:
-        if name in spec.model_fields_set:
+        default = TopologySpec.model_fields[name].default
+        if name in spec.model_fields_set and getattr(spec, name) != default:
             warnings.warn(
                 f"cluster.topology.{name}={getattr(spec, name)} has no effect: {reason}",
                 UserWarning,
