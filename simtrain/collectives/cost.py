@@ -46,6 +46,7 @@ from simtrain.collectives.protocols import (
     bandwidth_factor,
     ll_cap_bytes_per_s,
     tree_correction,
+    uses_catalog_latency,
 )
 from simtrain.errors import SpecError
 from simtrain.network.base import CollectiveTiming
@@ -109,8 +110,12 @@ def _nccl(tier: Tier) -> bool:
 
 
 def step_latency_s(family: str, protocol: str, tier: Tier) -> float:
-    """Latency of one step over ``tier`` (NCCL's ``hwLat``, or the catalog's for "none")."""
-    if protocol == "none" or not _nccl(tier):
+    """Latency of one step over ``tier``.
+
+    NCCL's ``hwLat``, or the catalog link's for the Simple ring, for links NCCL does not
+    know and for the "none" protocol.
+    """
+    if protocol == "none" or not _nccl(tier) or uses_catalog_latency(family, protocol):
         return tier.latency_s
     return HW_LATENCY_S[family][protocol][tier.link_class]
 

@@ -96,6 +96,17 @@ FAMILY_PROTOCOLS: dict[str, tuple[str, ...]] = {
 their LL/LL128 rows are empty in §6.3)."""
 
 
+def uses_catalog_latency(family: str, protocol: str) -> bool:
+    """Whether a step takes the catalog link's latency rather than NCCL's ``hwLat``.
+
+    The catalog's per-step latency of a link is NCCL's Simple-ring ``hwLat`` for its class
+    (NVLink 3.4 µs, PCI 5.7 µs, NET 14 µs) unless a measurement fitted it (Slingshot-11):
+    the Simple ring uses it, so that a fitted link keeps its fit; the other protocols and
+    families use NCCL's table.
+    """
+    return family == "ring" and protocol == "simple"
+
+
 def tree_correction(protocol: str, size_bytes: float) -> float:
     """NCCL's tree correction factor, interpolated between size buckets.
 
@@ -161,8 +172,11 @@ class Protocol:
     def link_latency_s(self, family: str, link_class: np.ndarray, base: np.ndarray) -> np.ndarray:
         """Per-link latency under this protocol; links that add no latency keep none.
 
-        Link classes missing from NCCL's table (``ici``) keep the catalog latency.
+        Link classes missing from NCCL's table (``ici``) keep the catalog latency, and so
+        does every link under the Simple ring (see :func:`uses_catalog_latency`).
         """
+        if uses_catalog_latency(family, self.name):
+            return base
         table = HW_LATENCY_S[family][self.name]
         by_class = np.array([table.get(name, np.nan) for name in LINK_CLASSES])[link_class]
         return np.where((base > 0) & ~np.isnan(by_class), by_class, base)

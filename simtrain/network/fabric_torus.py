@@ -22,7 +22,6 @@ import numpy as np
 from simtrain.network.fabric import GroupFabric, MultiRing, Tier, register_fabric_view
 from simtrain.specs.cluster import ClusterSpec
 from simtrain.topology import Topology, cluster_links
-from simtrain.topology.torus import LINKS_PER_CHIP
 
 
 @register_fabric_view("torus_3d")
@@ -31,7 +30,7 @@ def torus_view(topology: Topology, cluster: ClusterSpec, devices: np.ndarray) ->
     spec = cluster.topology
     shape = np.array(spec.torus_shape)
     link, _ = cluster_links(cluster)
-    per_link = link.effective_bandwidth_bytes_per_s / LINKS_PER_CHIP
+    per_link = link.effective_bandwidth_bytes_per_s / link.ports
     coords = np.stack(np.unravel_index(devices, tuple(shape), order="F"), axis=1)
     hops = _hop_lengths(coords, np.roll(coords, -1, axis=0), shape, spec.torus_wraparound)
     mean_hop = float(hops.mean()) if devices.size > 1 else 1.0
