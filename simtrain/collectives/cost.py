@@ -87,11 +87,12 @@ AUTO_ALGORITHMS: dict[str, tuple[str, ...]] = {
 """What ``auto`` chooses among: the algorithms NCCL implements for each collective."""
 TORUS_AUTO_ALGORITHMS: dict[str, tuple[str, ...]] = {
     **AUTO_ALGORITHMS,
-    "all_reduce": ("torus", "ring"),
-    "all_gather": ("torus", "ring"),
-    "reduce_scatter": ("torus", "ring"),
+    "all_reduce": ("torus", "ring", "hierarchical"),
+    "all_gather": ("torus", "ring", "hierarchical"),
+    "reduce_scatter": ("torus", "ring", "hierarchical"),
 }
-"""On ICI-only fabrics (TPU slices, no NCCL): rings, torus rings and direct exchanges."""
+"""On ICI fabrics (TPU slices, no NCCL): rings, torus rings, hierarchical (inside slices,
+then over DCN between them) and direct exchanges, the patterns of XLA's collectives."""
 
 
 def cost_model(name: str, family: str, kinds: tuple[str, ...]) -> Callable[[CostFn], CostFn]:

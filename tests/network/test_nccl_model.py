@@ -170,6 +170,25 @@ def test_torus_pod_all_reduce_reaches_the_published_1_1_pb_per_s():
     assert x_ring.bandwidth_bytes_per_s == pytest.approx(2 * 1.1e15 / 4096 / 6)
 
 
+def test_data_parallel_across_tpu_slices_shares_each_host_dcn_port():
+    cluster = ClusterSpec(
+        accelerator="TPUv5e",
+        num_gpus=512,
+        gpus_per_node=8,
+        topology={"kind": "torus_3d", "torus_shape": (16, 16, 1), "num_slices": 2},
+    )
+    m = NcclNetwork.from_cluster(cluster)
+    dp = m.fabric([5, 256 + 5])  # one chip per slice, as MaxText's DCN data parallelism
+    assert (dp.num_nodes, dp.ranks_per_node) == (2, 1)
+    dcn_host = 25e9  # dcn-v5e: 2 x 100 Gb/s per host of 8 chips (tpu.md §3)
+    assert dp.ring_bandwidth_bytes_per_s == pytest.approx(dcn_host / 8)
+    slice_ring = m.fabric(range(256))
+    assert slice_ring.inter is None and slice_ring.multi_ring is not None
+    # a group of both whole slices reduces inside each over ICI, then over DCN
+    both = m.time_collective("all_reduce", range(512), GiB)
+    assert both.algorithm == "hierarchical" and both.protocol == "none"
+
+
 def test_calibrations_have_provenance():
     assert collective_calibration_for("A100-40GB").provenance == "fitted"
     assert collective_calibration_for("H100-SXM").fit is not None
