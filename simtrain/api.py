@@ -8,7 +8,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from simtrain.catalog import cluster_links, get_accelerator
 from simtrain.compute.roofline import RooflineComputeModel, check_dtype
-from simtrain.engine import run_program
+from simtrain.engine import collective_choices, run_program
 from simtrain.limits import MAX_TASKS, MAX_TOPOLOGY_ELEMENTS, check_tasks, check_topology
 from simtrain.memory import estimate_memory
 from simtrain.metrics.flops import step_flops
@@ -42,16 +42,21 @@ def check_hardware(spec: ExperimentSpec) -> None:
 def network_model_for(spec: ExperimentSpec) -> NetworkModel:
     """The network model the experiment asks for (``simulation.network_model``).
 
-    ``alpha_beta`` times every collective as a ring in closed form; ``flow`` builds the
-    cluster's topology and runs each collective's algorithm (``simulation.collective_algorithm``,
-    ``auto`` picks the fastest as NCCL's tuner does) through the flow-level model, together
-    with all the collective's SPMD replicas (:mod:`simtrain.engine.replicas`).
+    ``nccl`` (the default) times every collective in closed form on the effective fabric of
+    its group on the cluster's topology, with the algorithm and protocol NCCL's tuner would
+    pick (``simulation.collective_algorithm``, ``auto`` by default); ``flow`` runs each
+    collective's algorithm through the flow-level model together with all its SPMD replicas
+    (:mod:`simtrain.engine.replicas`); ``alpha_beta`` is a textbook ring on catalog figures.
     """
     sim = spec.simulation
     if sim.collective_algorithm != "auto":
         from simtrain.collectives.base import get_algorithm
 
         get_algorithm(sim.collective_algorithm, field="simulation.collective_algorithm")
+    if sim.network_model == "nccl":
+        from simtrain.network.nccl import NcclNetwork
+
+        return NcclNetwork.from_experiment(spec)
     if sim.network_model == "flow":
         from simtrain.engine.replicas import ReplicatedNetwork
         from simtrain.network.flow_model import FlowNetworkModel
@@ -62,7 +67,7 @@ def network_model_for(spec: ExperimentSpec) -> NetworkModel:
     if sim.collective_algorithm not in ("auto", "ring"):
         warnings.warn(
             f"simulation.collective_algorithm={sim.collective_algorithm} has no effect with "
-            "simulation.network_model=alpha_beta (ring only); use network_model=flow",
+            "simulation.network_model=alpha_beta (ring only); use network_model=nccl or flow",
             UserWarning,
             stacklevel=2,
         )
@@ -83,7 +88,8 @@ def simulate(
         full: simulate every rank instead of one per symmetry class; defaults to
             ``spec.simulation.full``.
         max_tasks: refuse a program estimated above this many tasks (:mod:`simtrain.limits`).
-        max_topology_elements: refuse a flow-model network above this many elements.
+        max_topology_elements: refuse a network (nccl and flow models) above this many
+            elements.
 
     Raises:
         SpecError: the spec names hardware the catalog lacks, or a dtype it cannot run, or the
@@ -92,12 +98,13 @@ def simulate(
     began = time.perf_counter()
     check_hardware(spec)
     check_tasks(spec, full, max_tasks)
-    if spec.simulation.network_model == "flow":
+    if spec.simulation.network_model != "alpha_beta":  # nccl and flow wire the topology
         check_topology(spec.cluster, max_topology_elements)
     acc = get_accelerator(spec.cluster.accelerator)
     program = build_program(spec, full)
     compute = RooflineComputeModel(acc, spec.training.dtype)
-    engine = run_program(program, compute, network_model_for(spec))
+    network = network_model_for(spec)
+    engine = run_program(program, compute, network)
     memory = estimate_memory(spec, acc.hbm_capacity_bytes)
     return SimulationResult(
         spec=spec,
@@ -113,6 +120,7 @@ def simulate(
         end_s=engine.end_s,
         num_events=engine.num_events,
         replay_wall_s=engine.replay_wall_s,
+        comm_choices=collective_choices(program, network),
         wall_time_s=time.perf_counter() - began,
         version=simtrain_version(),
     )
