@@ -129,6 +129,9 @@ class Topology:
     """Fabric inside a node: nvswitch, p2p_mesh, pcie, or none (torus chips)."""
     sharp: ClosFabric | None = None
     """The scale-out Clos when its switches reduce in-network (InfiniBand SHARP)."""
+    clos: ClosFabric | None = None
+    """The scale-out Clos (leaves, spines, cores), whether or not it reduces; None for a
+    single node or a torus."""
     torus_shape: tuple[int, int, int] | None = None
     """X x Y x Z of a torus with wrap-around (device i at x + X(y + Yz)); None otherwise."""
     nvls_switch: np.ndarray | None = None

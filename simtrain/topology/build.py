@@ -144,6 +144,7 @@ def build_topology(cluster: ClusterSpec) -> Topology:
         nvls=nvls,
         node_fabric=fabric_kind,
         sharp=clos if spec.sharp else None,
+        clos=clos,
         ring_order=fabric.ring_order if fabric.wiring is not None else None,
     )
 
@@ -290,6 +291,7 @@ def _finish(
     node_fabric: str = "none",
     sharp: ClosFabric | None = None,
     torus_shape: tuple[int, int, int] | None = None,
+    clos: ClosFabric | None = None,
     ring_order: Callable[[np.ndarray], np.ndarray] | None = None,
     chips_per_slice: int | None = None,
 ) -> Topology:
@@ -312,6 +314,7 @@ def _finish(
         nvls_switch=nvls,
         node_fabric=node_fabric,
         sharp=sharp,
+        clos=clos,
         torus_shape=torus_shape,
         details=details,
         ring_order=ring_order,
@@ -320,9 +323,14 @@ def _finish(
 
 
 def warn_unused(spec: TopologySpec, fields: tuple[str, ...], reason: str) -> None:
-    """Warn about fields the user set that this wiring never reads (STYLE.md: warn on no-ops)."""
+    """Warn about fields the user set that this wiring never reads (STYLE.md: warn on no-ops).
+
+    A field set to its default value (as in a spec dumped and reloaded by a sweep) changes
+    nothing either way and is not reported.
+    """
     for name in fields:
-        if name in spec.model_fields_set:
+        default = TopologySpec.model_fields[name].default
+        if name in spec.model_fields_set and getattr(spec, name) != default:
             warnings.warn(
                 f"cluster.topology.{name}={getattr(spec, name)} has no effect: {reason}",
                 UserWarning,
