@@ -37,7 +37,7 @@ SLINGSHOT_EFFICIENCY = 23.82 / 25
 # Per-step latency of a ring over Slingshot-11 NICs, fitted by
 # experiments/calibration/slingshot.py on the one measured 2-node RCCL point (busbw 85 GB/s
 # at 128 MiB, networks.md §1.3) given the NIC bandwidth above.
-SLINGSHOT_STEP_LATENCY_S = 10.65e-6
+SLINGSHOT_STEP_LATENCY_S = 10.37e-6
 # NDR efficiency: 47 GB/s measured (46-48, collectives.md §6.2) of a 50 GB/s line rate.
 NDR_EFFICIENCY = 47 / 50
 # NVLink4 ring: ≈370 GB/s busbw of 450 GB/s per direction (collectives.md §6.1).
