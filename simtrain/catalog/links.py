@@ -1,29 +1,31 @@
 """Built-in links: scale-up fabrics (per device) and scale-out NICs (per port).
 
-Bandwidths are line rates per direction from ``shared/reference/hardware.md`` §7.2-7.3.
+Bandwidths are line rates per direction from ``docs/references/hardware.md`` §7.2 and §7.3.
 ``efficiency`` is the measured fraction of line rate that NCCL reaches for large messages,
-from ``shared/reference/collectives.md`` §6.1-6.2; latencies are per ring step (see below).
+from ``docs/references/collectives.md`` §6.1 and §6.2; latencies are per ring step (see below).
 """
 
 from __future__ import annotations
 
 from simtrain.specs.hardware import LinkSpec
 
-_HW = "shared/reference/hardware.md"
-_COLL = "shared/reference/collectives.md"
+_HW = "docs/references/hardware.md"
+_COLL = "docs/references/collectives.md"
 # Per-step latency of a ring collective over NVLink, fitted on the two points of vTrain's
-# measured 8 x A100 all-reduce table (shared/reference/vtrain-measured-runs.md): 8.19 ms at
+# measured 8 x A100 all-reduce table (docs/references/calibration-data.md §1.2): 8.19 ms at
 # 1 GiB gives busbw 229 GB/s; 92.8 µs at 1 MiB then leaves 92.8 - 1.75 * 1 MiB / 229 GB/s
 # = 84.8 µs of latency over 2 * (8 - 1) = 14 steps, 6.06 µs per step. (NCCL's own model,
-# collectives.md §6.3, gives 8.4 µs + 14 x 3.4 µs = 56 µs for the Simple protocol.)
+# docs/references/collectives.md §6.3, gives 8.4 µs + 14 x 3.4 µs = 56 µs for the Simple protocol.)
 NVLINK_LAT_S = (92.8e-6 - 1.75 * 2**20 / 229e9) / 14
-# NCCL's Simple-protocol hardware latencies, collectives.md §6.3 version A: PCI 5.7 µs and
-# NET 14 µs per step (Simple is the protocol NCCL picks for the large messages of training).
+# NCCL's Simple-protocol hardware latencies, docs/references/collectives.md §6.3 version A:
+# PCI 5.7 µs and NET 14 µs per step (Simple is the protocol NCCL picks for the large messages
+# of training).
 PCI_LAT_S = 5.7e-6
 NET_LAT_S = 14e-6
-# NDR efficiency: 47 GB/s measured (46-48, collectives.md §6.2) of a 50 GB/s line rate.
+# NDR efficiency: 47 GB/s measured (46-48, docs/references/collectives.md §6.2) of a 50 GB/s
+# line rate.
 NDR_EFFICIENCY = 47 / 50
-# NVLink4 ring: ≈370 GB/s busbw of 450 GB/s per direction (collectives.md §6.1).
+# NVLink4 ring: ≈370 GB/s busbw of 450 GB/s per direction (docs/references/collectives.md §6.1).
 NVLINK4_EFFICIENCY = 370 / 450
 
 LINKS: dict[str, LinkSpec] = {
@@ -161,7 +163,8 @@ LINKS: dict[str, LinkSpec] = {
             bandwidth_bytes_per_s=25e9,
             latency_s=NET_LAT_S,
             efficiency=24 / 25,
-            source="HPE Slingshot-11 200 Gb/s NIC (Frontier); efficiency assumed equal to HDR's",
+            source=f"{_HW} §7.3 (HPE Slingshot-11, 200 Gb/s per Cassini NIC on Frontier and "
+            "LUMI-G); efficiency assumed equal to HDR's",
         ),
     ]
 }

@@ -32,7 +32,7 @@ BUSBW_FACTOR = {
     "reduce_scatter": lambda n: (n - 1) / n,
     "all_to_all": lambda n: (n - 1) / n,
 }
-"""nccl-tests bus-bandwidth factors (collectives.md §6.2); other collectives use 1."""
+"""nccl-tests bus-bandwidth factors (docs/references/collectives.md §6.2); others use 1."""
 
 
 def presets() -> list[str]:

@@ -1,7 +1,7 @@
 """NCCL protocols (LL, LL128, Simple): per-hop latency, base latency and bandwidth share.
 
 Constants from NCCL's cost model, ``src/graph/tuning.cc`` at commit b6475625 (about NCCL
-2.19-2.20), as transcribed in ``shared/reference/collectives.md`` §6.3. The catalog's link
+2.19-2.20), as transcribed in ``docs/references/collectives.md`` §6.3. The catalog's link
 bandwidths are calibrated on large messages, where NCCL runs Simple; so Simple keeps the
 full calibrated bandwidth and the other protocols take NCCL's factors relative to it.
 

@@ -9,7 +9,7 @@ per NIC (channel), alternating the two shapes, each entering a node at a differe
 All-reduce reduces up and broadcasts down at the same time, streaming chunks: with k chunks
 and a depth of d hops the pipeline runs k + 2d - 1 steps and pays the hop latency 2d times.
 Bandwidth: NCCL models the tree at 0.92 x 0.85 of the ring's bus bandwidth
-(``shared/reference/collectives.md`` §6.3, "Tree (any protocol) × 0.92" and "Tree using the
+(``docs/references/collectives.md`` §6.3, "Tree (any protocol) × 0.92" and "Tree using the
 TREE pattern additional × 0.85"), which matches the measured Tree/Ring ratio of 150/190 on
 5 x 8 H100 (§6.2, NVIDIA/nccl#1368).
 """
@@ -23,7 +23,7 @@ from simtrain.network.flow import Phase
 from simtrain.topology.base import LINK_CLASSES, Topology
 
 TREE_EFFICIENCY = 0.92 * 0.85
-"""Tree bus bandwidth relative to the ring's (collectives.md §6.3)."""
+"""Tree bus bandwidth relative to the ring's (docs/references/collectives.md §6.3)."""
 
 
 def tree_edges(

@@ -7,7 +7,7 @@ slices with wrap-around links, up to the 16x16x16 pod of 4,096 chips. Chip ``i``
 Per-link bandwidth: the catalog gives the ICI bandwidth of a chip; it is shared by the six
 links of a 3D torus. For TPU v4 that is 1.1 PB/s / 4,096 chips / 6 = 44.8 GB/s per link and
 direction, which makes the bisection of the 16x16x16 pod 2 x 256 x 44.8 GB/s = 22.9 TB/s,
-within 5 % of the published 24 TB/s (``shared/reference/hardware.md`` §7.1, TPU v4 row).
+within 5 % of the published 24 TB/s (``docs/references/hardware.md`` §7.1, TPU v4 row).
 
 Dimension-order routing: a transfer first travels along x (the shorter way round when the
 dimension wraps), then y, then z, as TPU ICI routes.

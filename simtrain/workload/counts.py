@@ -8,7 +8,7 @@ counted without causal savings, backward is twice forward, and recomputation is 
     forward FLOPs = 2 * (matmul parameters) + 4 * s * (heads * head_dim)
 
 so a training step of B sequences costs 72*B*s*l*h^2*(1 + s/(6h) + V/(12*l*h)) for the GPT
-shape (``shared/reference/training-runs.md`` §2.5). The general form below covers GQA, SwiGLU
+shape (``docs/references/training-runs.md`` §2.5). The general form below covers GQA, SwiGLU
 and MoE (only routed-to experts count for FLOPs: top-k plus shared experts).
 """
 
