@@ -7,8 +7,10 @@ import sys
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.table import Table
 
 from simtrain.errors import SimtrainError
+from simtrain.report.fit import fit_table
 from simtrain.specs.loader import format_validation_error
 
 app = typer.Typer(
@@ -22,6 +24,12 @@ app = typer.Typer(
 )
 console = Console()
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def show(*tables: Table) -> None:
+    """Print tables fitted to the terminal: names and numbers are never cut (see ``fit_table``)."""
+    for table in tables:
+        console.print(fit_table(table, console))
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from simtrain.cli.app import app, console, fail
+from simtrain.cli.app import app, console, fail, show
 
 SetOption = Annotated[
     list[str] | None,
@@ -64,10 +64,7 @@ def run(
     if as_json:
         typer.echo(json.dumps(report, indent=2))
         return
-    console.print(summary_table(report))
-    console.print(breakdown_table(report))
-    console.print(memory_table(report))
-    console.print(cost_table(report))
+    show(summary_table(report), breakdown_table(report), memory_table(report), cost_table(report))
     if out is not None:
         console.print(f"wrote {out}/: report.json, report.md, the PNGs and trace.json")
 
@@ -109,7 +106,7 @@ def validate(
                 f"±{row.tolerance:.0%}",
                 "yes" if row.within_tolerance else "NO",
             )
-        console.print(table)
+        show(table)
         bad = sum(not r.within_tolerance for r in rows)
         console.print(f"{len(rows) - bad} of {len(rows)} within tolerance")
     if any(not row.within_tolerance for row in rows):
@@ -165,4 +162,4 @@ def list_(
     if what not in LIST_KINDS:
         raise fail(f"'what' must be one of {', '.join(LIST_KINDS)} (got {what!r})")
     for table in catalog_tables(what):
-        console.print(table)
+        show(table)

@@ -17,7 +17,7 @@ import typer
 from pydantic import ValidationError
 from rich.table import Table
 
-from simtrain.cli.app import app, console, fail
+from simtrain.cli.app import app, console, fail, show
 from simtrain.errors import SpecError
 from simtrain.paths import data_dir
 from simtrain.specs.cluster import ClusterSpec
@@ -120,7 +120,7 @@ def topology(
     table.add_row(
         "bisection", f"{topo.bisection_bandwidth_bytes_per_s / 1e12:.2f} TB/s per direction"
     )
-    console.print(table)
+    show(table)
     if png is not None:
         _draw(topo, png)
         console.print(f"wrote {png}")
@@ -241,4 +241,4 @@ def collective(
             row["algo"],
             row["protocol"],
         )
-    console.print(table)
+    show(table)

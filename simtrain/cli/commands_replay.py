@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from simtrain.cli.app import app, console, fail
+from simtrain.cli.app import app, fail, show
 from simtrain.cli.commands_core import SetOption
 
 
@@ -88,7 +88,7 @@ def replay(
         )
     for key, value in rows:
         table.add_row(key, str(value))
-    console.print(table)
+    show(table)
 
 
 def _experiment_target(experiment: Path, overrides: list[str]) -> Any:

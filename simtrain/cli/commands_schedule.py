@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from simtrain.cli.app import app, console
+from simtrain.cli.app import app, console, show
 from simtrain.errors import SpecError
 from simtrain.parallel.program import Program
 from simtrain.parallel.schedule_timing import (
@@ -150,7 +150,7 @@ def schedule(
         return
     if grid:
         console.print(format_grid(actions), markup=False, highlight=False)
-    console.print(_table(metrics, program))
+    show(_table(metrics, program))
     summary = title
     if closed is not None:
         summary += f"  (closed form {closed[0]} = {closed[1]:.1%})"

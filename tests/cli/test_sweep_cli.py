@@ -135,7 +135,7 @@ def test_sigint_then_sigkill_then_resume_equals_an_uninterrupted_run(tmp_path):
 
     third = start(sweep, store, "--resume", "--out", str(tmp_path / "resumed.csv"))
     assert third.wait(timeout=300) == 0, output(third)[1]
-    assert "already in the store" in output(third)[0]
+    assert "found in the store" in output(third)[0]
 
     clean = start(sweep, tmp_path / "clean.sqlite", "--out", str(tmp_path / "clean.csv"))
     assert clean.wait(timeout=300) == 0, output(clean)[1]
