@@ -16,6 +16,7 @@ import yaml
 
 from simtrain.report.terminal import fmt_number as _g
 from simtrain.report.terminal import fmt_seconds
+from simtrain.report.titles import spec_title
 
 GB = 1e9
 
@@ -169,7 +170,7 @@ def render_markdown(report: dict[str, Any], figures: Sequence[str] = ()) -> str:
         figures: image files next to the report to embed, e.g. ``timeline.png``.
     """
     spec = report["spec"]
-    lines = [f"# simtrain report: {report['name']}", ""]
+    lines = [f"# simtrain report: {report['name']}", "", f"**{spec_title(spec)}**", ""]
     if spec.get("description"):
         lines += [f"> {spec['description'].strip()}", ""]
     lines += [f"simtrain {report['simtrain_version']}, seed {spec['seed']}.", ""]

@@ -6,6 +6,8 @@ from typing import Any
 
 from rich.table import Table
 
+from simtrain.report.titles import spec_title
+
 GB = 1e9
 
 
@@ -40,7 +42,11 @@ def fmt_number(value: float | None, unit: str = "") -> str:
 
 def summary_table(report: dict[str, Any]) -> Table:
     """Key metrics of one simulated step."""
-    table = Table(title=f"simtrain run: {report['name']}", show_header=False, title_justify="left")
+    table = Table(
+        title=f"simtrain run: {report['name']}\n{spec_title(report['spec'])}",
+        show_header=False,
+        title_justify="left",
+    )
     table.add_column("metric", style="bold")
     table.add_column("value", justify="right")
     step = report["step_time_s"]
