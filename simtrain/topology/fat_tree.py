@@ -179,7 +179,12 @@ def build_clos(
     num_pods = -(-leaves_per_plane // per_pod)
     group_of_leaf = (index_in_plane // per_pod) * num_planes + plane_of_leaf
     num_groups = num_pods * num_planes
-    spines_per_group = spec.spines_per_pod or radix // 2
+    leaves_per_group = int(np.bincount(group_of_leaf).max())
+    spines_per_group = spec.spines_per_pod or switches_needed(
+        leaves_per_group * uplinks_per_leaf(leaf_of_nic, spec.oversubscription),
+        radix if tiers == 2 else radix // 2,
+        radix // 2,
+    )
     spines = table.add_nodes(
         [f"spine{grp}.{s}" for grp in range(num_groups) for s in range(spines_per_group)], "spine"
     ).reshape(num_groups, spines_per_group)
@@ -193,14 +198,20 @@ def build_clos(
         spine_of, leaves[leaf_ids].repeat(spines_per_group, 1), uplink_bw, 0.0, "net"
     )
     details["spines"] = str(spines.size)
-    details["leaf uplink"] = f"{uplink_bw / 1e9:.1f} GB/s x {spines_per_group}"
+    details["leaf uplink"] = f"{uplink_bw / 1e9:,.1f} GB/s x {spines_per_group}"
     if num_pods == 1:
         fabric = ClosFabric(
             nic_up, nic_down, leaf_of_nic, group_of_leaf, leaves, leaf_up, leaf_down, spines
         )
         return fabric, details
 
-    cores_per_group = radix // 2
+    # Spine s of every pod of a plane joins the same core group; each spine sends its share of
+    # its leaves' traffic up, thinned by the pod oversubscription.
+    spine_uplinks = -(-leaves_per_group * uplinks_per_leaf(leaf_of_nic, spec.oversubscription)
+                      // spines_per_group)  # fmt: skip
+    cores_per_group = switches_needed(
+        num_pods * -(-spine_uplinks // int(spec.pod_oversubscription)), radix, radix // 2
+    )
     cores = table.add_nodes(
         [
             f"core{p}.{s}.{c}"
@@ -220,7 +231,7 @@ def build_clos(
     spine_down = table.add_links(core_nodes, spine_nodes, spine_bw, 0.0, "net")
     details["pods"] = str(num_pods)
     details["cores"] = str(cores.size)
-    details["spine uplink"] = f"{spine_bw / 1e9:.1f} GB/s x {cores_per_group}"
+    details["spine uplink"] = f"{spine_bw / 1e9:,.1f} GB/s x {cores_per_group}"
     fabric = ClosFabric(
         nic_up,
         nic_down,
@@ -235,6 +246,31 @@ def build_clos(
         cores,
     )
     return fabric, details
+
+
+def uplinks_per_leaf(leaf_of_nic: np.ndarray, oversubscription: float) -> int:
+    """Uplinks the fullest leaf needs: its cabled NIC ports thinned by the oversubscription.
+
+    Examples:
+        >>> uplinks_per_leaf(np.array([[0, 0], [0, 1]]), 1.0), uplinks_per_leaf(np.zeros(8), 4.0)
+        (3, 2)
+    """
+    used = int(np.bincount(np.asarray(leaf_of_nic, dtype=np.int64).ravel()).max())
+    return max(1, int(np.ceil(used / oversubscription)))
+
+
+def switches_needed(links: int, ports_per_switch: int, most: int) -> int:
+    """Switches of the next tier that terminate ``links`` uplinks, from 1 to ``most``.
+
+    A spine (or core) tier is sized to the cluster it serves: 4 DGX nodes behind 8 rail leaves
+    need one spine, not the 32 of a full pod. Beyond ``most`` (radix / 2, the full fat tree)
+    the builder stops adding switches.
+
+    Examples:
+        >>> switches_needed(32 * 32, 64, 32), switches_needed(8 * 4, 64, 32)
+        (16, 1)
+    """
+    return max(1, min(most, -(-links // ports_per_switch)))
 
 
 def fat_tree_leaves(num_nodes: int, nics: int, down_ports: int) -> tuple[np.ndarray, np.ndarray]:

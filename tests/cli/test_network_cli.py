@@ -114,3 +114,12 @@ def test_unknown_algorithm(capsys):
 def test_bad_sizes(capsys):
     code, _, err = run(capsys, "collective", "--topology", "dgx-h100-superpod", "--sizes", "4G:1M")
     assert_one_line_error(code, err, "'--sizes'")
+
+
+def test_topology_png_draws_a_large_preset_and_a_bad_path_fails_before_the_table(capsys, tmp_path):
+    png = tmp_path / "superpod.png"
+    code, out, err = run(capsys, "topology", "dgx-h100-superpod", "--png", str(png))
+    assert code == 0 and png.stat().st_size > 10_000 and err == ""
+    assert "spine switches" in out and f"wrote {png}" in out
+    code, out, err = run(capsys, "topology", "dgx-h100-superpod", "--png", "/nonexistent/x.png")
+    assert code == 2 and out == "" and err.startswith("error: ") and len(err.splitlines()) == 1
