@@ -60,3 +60,11 @@ def test_readme_commands_table_lists_every_flag():
         if absent := sorted(f for f in flags if f not in rows[name]):
             missing[name] = absent
     assert missing == {}
+
+
+def test_ci_also_runs_the_tests_that_need_optional_extras():
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "pip install --quiet -e '.[dev]' && pytest -m 'needs_extra and not slow'" in ci
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    for extra in ("test", "ray", "parquet", "chakra", "notebooks", "perfetto", "dev"):
+        assert f"\n{extra} = [" in pyproject

@@ -109,7 +109,10 @@ def cost_table(report: dict[str, Any]) -> Table:
     """Dollars, energy and CO2 per step, per million tokens and for the whole run."""
     cost = report["cost"]
     price = cost["usd_per_gpu_hour"]
-    title = "cost, energy, carbon" + (f" at ${price:g}/GPU-hour" if price is not None else "")
+    if price is not None:
+        title = f"cost, energy, carbon at ${price:g}/GPU-hour"
+    else:  # say why the USD row is empty and how to fill it
+        title = f"cost, energy, carbon; USD: {cost.get('price_source', 'no price')}"
     table = Table(title=title, title_justify="left")
     columns = [("per step", cost["per_step"]), ("per M tokens", cost["per_million_tokens"])]
     if cost["run"]:

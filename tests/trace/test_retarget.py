@@ -1,7 +1,6 @@
 """--retarget: measured compute re-estimated where shapes are known, scaled otherwise."""
 
 import pytest
-from chakra.schema.protobuf import et_def_pb2 as pb
 
 from simtrain.catalog import get_accelerator
 from simtrain.compute.roofline import RooflineComputeModel
@@ -11,6 +10,11 @@ from tests.trace.helpers import report
 
 TOPOLOGY = ["--topology", "dgx-h100-superpod", "--accelerator", "H100-SXM"]
 GEMM = Op("mlp_fc1", "gemm", flops=2.0 * 4096 * 4096 * 8192, m=8192, n=4096, k=4096)
+
+pytestmark = pytest.mark.needs_extra("chakra")
+pb = pytest.importorskip(
+    "chakra.schema.protobuf.et_def_pb2", reason="needs the optional extra simtrain[chakra]"
+)
 
 
 def comp(node_id: int, micros: int, op: Op | None = None) -> pb.Node:
