@@ -109,3 +109,12 @@ def test_unusable_shapes_fall_back_to_the_measured_time(tmp_path, capsys, shapes
     node = converter_node(0, "aten::mm", shapes, "['Tensor(float)']", 40)
     (tmp_path / "pt.0.et").write_bytes(_encode(pb.GlobalMetadata()) + _encode(node))
     assert report(capsys, "replay", str(tmp_path), *TOPOLOGY)["step_time_s"] == pytest.approx(40e-6)
+
+
+def test_retarget_of_simtrains_own_export_says_why_nothing_changes(chakra_dir, capsys):
+    plain = report(capsys, "replay", str(chakra_dir), *TOPOLOGY)
+    retargeted = report(capsys, "replay", str(chakra_dir), *TOPOLOGY, "--retarget")
+    note = retargeted["replay"]["retarget"]
+    assert note["num_reestimated"] == note["num_scaled"] == 0
+    assert "no measured compute durations" in note["note"] and "H100-SXM" in note["note"]
+    assert retargeted["step_time_s"] == plain["step_time_s"]  # the model timed it both times
