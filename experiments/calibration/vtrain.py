@@ -19,11 +19,12 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+from reference import reference_dir
+
 from simtrain.specs.experiment import ExperimentSpec
 from simtrain.specs.loader import experiment_from_dict
 
-REFERENCE = Path(__file__).resolve().parents[3] / "shared" / "reference"
-CSV_PATH = REFERENCE / "vtrain-measured-runs.csv"
+CSV_PATH = reference_dir() / "vtrain-measured-runs.csv"
 
 
 def padded_vocab(vocab: int, tp: int) -> int:

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console
-from rich.table import Table
 
 from simtrain.errors import SimtrainError
-from simtrain.report.fit import fit_table
-from simtrain.specs.loader import format_validation_error
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 app = typer.Typer(
     name="simtrain",
@@ -28,6 +28,8 @@ err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 def show(*tables: Table) -> None:
     """Print tables fitted to the terminal: names and numbers are never cut (see ``fit_table``)."""
+    from simtrain.report.fit import fit_table
+
     for table in tables:
         console.print(fit_table(table, console))
 
@@ -51,9 +53,6 @@ def run_app(argv: list[str] | None = None) -> int:
     except SimtrainError as exc:
         err_console.print(f"error: {exc}", markup=False)
         return 2
-    except ValidationError as exc:
-        err_console.print(f"error: {format_validation_error(exc)}", markup=False)
-        return 2
     except (typer.Abort, KeyboardInterrupt):
         err_console.print("error: interrupted", markup=False)
         return 130
@@ -61,6 +60,11 @@ def run_app(argv: list[str] | None = None) -> int:
         err_console.print(f"error: {exc.strerror or exc}: {exc.filename or ''}", markup=False)
         return 2
     except Exception as exc:
+        if _is_validation_error(exc):
+            from simtrain.specs.loader import format_validation_error
+
+            err_console.print(f"error: {format_validation_error(exc)}", markup=False)  # type: ignore[arg-type]
+            return 2
         # Usage errors (unknown option, missing argument) are click exceptions, which typer
         # vendors; they know how to print themselves and carry their exit code.
         show, exit_code = getattr(exc, "show", None), getattr(exc, "exit_code", None)
@@ -69,3 +73,13 @@ def run_app(argv: list[str] | None = None) -> int:
             return exit_code
         raise
     return 0
+
+
+def _is_validation_error(exc: Exception) -> bool:
+    """A pydantic ValidationError, checked without importing pydantic (startup time).
+
+    pydantic is only loaded by commands that validate specs, so an exception can only be
+    one of its errors once it is in ``sys.modules``.
+    """
+    pydantic = sys.modules.get("pydantic")
+    return pydantic is not None and isinstance(exc, pydantic.ValidationError)

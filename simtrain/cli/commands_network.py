@@ -11,17 +11,18 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from pydantic import ValidationError
-from rich.table import Table
 
 from simtrain.cli.app import app, console, show
 from simtrain.errors import SpecError
 from simtrain.paths import data_dir
-from simtrain.specs.cluster import ClusterSpec
-from simtrain.specs.loader import format_validation_error, load_yaml_tree
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from simtrain.specs.cluster import ClusterSpec
 
 _UNITS = {"": 1, "B": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 BUSBW_FACTOR = {
@@ -44,6 +45,11 @@ def load_cluster(source: str) -> ClusterSpec:
     Raises:
         SpecError: no such file or preset, no cluster section, or an invalid cluster.
     """
+    from pydantic import ValidationError
+
+    from simtrain.specs.cluster import ClusterSpec
+    from simtrain.specs.loader import format_validation_error, load_yaml_tree
+
     path = Path(source)
     if not path.exists() and path.suffix == "" and "/" not in source:
         if source not in presets():
@@ -131,6 +137,8 @@ _COUNTED_IN_DETAILS = {"leaves", "spines", "cores"}
 
 def topology_table(file: str, accelerator: str, topo: Any) -> Table:
     """Devices, switches by tier, links, builder facts and bisection of a topology."""
+    from rich.table import Table
+
     table = Table(title=f"{file}: {topo.kind}", show_header=False)
     table.add_row("devices", f"{topo.num_devices:,} {accelerator} on {topo.num_nodes:,} nodes")
     names = {
@@ -216,6 +224,8 @@ def collective(
         keys = ("size_bytes", "time_s", "algbw_gbps", "busbw_gbps", "algo")
         typer.echo(json.dumps([{k: row[k] for k in keys} for row in rows], indent=2))
         return
+    from rich.table import Table
+
     table = Table(title=f"{op} on {ranks} ranks of {topology_file} (flow model)")
     for column in ("size", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "algo", "protocol"):
         table.add_column(column, justify="right")

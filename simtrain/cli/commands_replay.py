@@ -7,11 +7,9 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from simtrain.cli.app import app, fail, show
 from simtrain.cli.commands_core import SetOption
-from simtrain.report.terminal import fmt_seconds
 
 
 @app.command()
@@ -47,6 +45,7 @@ def replay(
 
     Example: simtrain replay out/chakra --experiment experiments/quickstart.yaml --json
     """
+    from simtrain.report.terminal import fmt_seconds
     from simtrain.traceio.run import replay_directory
 
     if (experiment is None) == (topology is None):
@@ -66,6 +65,8 @@ def replay(
     if as_json:
         typer.echo(json.dumps(report, indent=2))
         return
+    from rich.table import Table
+
     table = Table(title=f"replay: {trace_dir}", title_justify="left", show_header=False)
     info = report["replay"]
     rows = [

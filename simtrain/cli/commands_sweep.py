@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 from simtrain.cli.app import app, console, err_console, fail, show
 
@@ -82,6 +84,8 @@ def _fixed(value: Any, decimals: int) -> str:
 
 def top_table(result: Any, k: int) -> Table:
     """The k best simulated configurations by the sweep's metric."""
+    from rich.table import Table
+
     sweep = result.sweep
     table = Table(title=f"top {k} of {sweep.name} by {sweep.metric}")
     fields = [*sweep.swept_fields, *(["dp"] if "dp" in result.table else [])]
@@ -260,6 +264,8 @@ def _plan_json(option: Any) -> dict[str, Any] | None:
 
 def plan_table(result: Any) -> Table:
     """Every cluster size tried with its best layout and whole-run figures."""
+    from rich.table import Table
+
     table = Table(title="plans: best layout of each cluster size")
     for name in ["GPUs", "tp", "pp", "vpp", "dp", "recompute", "batch", "MFU", "goodput",
                  "days", "$M", "pick"]:  # fmt: skip

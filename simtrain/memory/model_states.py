@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from simtrain.parallel.stages import chunk_layers
 from simtrain.specs.experiment import ExperimentSpec
+from simtrain.specs.framework_resolve import effective_zero_stage
 from simtrain.workload.counts import attention_params_per_layer, mlp_params, norm_params
 
 WEIGHT_BYTES = 2
@@ -159,6 +160,7 @@ def rank_model_states(spec: ExperimentSpec, rank: int) -> ModelStateBytes:
     # Hybrid sharding shards only over the shard group (and experts over at most that).
     shard = p.zero_shard_group_size or dp_cp
     optimizer = spec.training.optimizer
-    return model_state_bytes(params.dense, p.zero_stage, shard, optimizer) + model_state_bytes(
-        params.experts, p.zero_stage, min(shard, dp_cp // p.ep), optimizer
+    stage = effective_zero_stage(spec)
+    return model_state_bytes(params.dense, stage, shard, optimizer) + model_state_bytes(
+        params.experts, stage, min(shard, dp_cp // p.ep), optimizer
     )

@@ -23,12 +23,14 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from simtrain.catalog.frameworks import get_framework
 from simtrain.parallel.layout import RankLayout
 from simtrain.parallel.program import Program, Task
 from simtrain.parallel.schedules import get_schedule, split_backwards, stage_rank
 from simtrain.parallel.segments import SegmentPlan, segment_ops
 from simtrain.parallel.stages import chunk_layers
 from simtrain.specs.experiment import ExperimentSpec
+from simtrain.specs.framework_resolve import effective_zero_stage
 from simtrain.workload.ops import Op
 from simtrain.workload.primitives import collective
 from simtrain.workload.transformer import (
@@ -40,7 +42,7 @@ from simtrain.workload.transformer import (
     optimizer_op,
 )
 
-GRAD_BYTES = {"fp32": 4, "bf16": 2}
+GRAD_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 SHARD_AXIS = "dp_shard"  # pseudo-axis of a rank's ZeRO shard group (see _RankBuilder.group)
 Dep = int | str  # a task index, or the key of a point-to-point transfer resolved at the end
 
@@ -327,9 +329,13 @@ class _StepAssembler:
         self.instances: dict[str, int] = {}  # collective key -> its one task
         self._segment_cache: dict[tuple[int, str, bool], SegmentPlan] = {}
         self.p2p: dict[str, int] = {}
-        # Activations cross stages scattered over the TP group (Narayanan et al. §4.1).
+        self.profile = get_framework(spec.training.framework)
+        self.zero_stage = effective_zero_stage(spec)
+        # Activations cross stages scattered over the TP group (Narayanan et al. §4.1) when
+        # the stack does so; otherwise every TP rank sends the whole tensor.
+        scatter = p.tp if self.profile.pipeline_scatter_gather else 1
         self.p2p_bytes = (
-            p.micro_batch_size * model.seq_length // p.cp * model.hidden_size * ACT_BYTES // p.tp
+            p.micro_batch_size * model.seq_length // p.cp * model.hidden_size * ACT_BYTES // scatter
         )
         self.p2p_op = Op(
             name="send_recv", kind="p2p", comm="send_recv", axis="pp", comm_bytes=self.p2p_bytes
@@ -398,7 +404,7 @@ class _StepAssembler:
         )
         actions = self.actions_by_stage[self.layout.coords(rank)["pp"]]
         split = split_backwards(actions)
-        grads = _GradientReducer(rb, p.zero_stage, p.grad_bucket_size_bytes)
+        grads = _GradientReducer(rb, self.zero_stage, p.grad_bucket_size_bytes)
         local_elements = 0
         # A stage's gradients are complete after the last action on this rank that computes
         # its weight gradients (a W, or a B that is not split); DualPipe holds two stages.
@@ -438,11 +444,11 @@ class _StepAssembler:
                 for layer, task in last_of_layer.items():
                     grads.add(per_layer.get(layer, 0) * self.grad_bytes, task, overlap=hooks)
         grads.flush(rb.last_compute)
-        shard_factor = len(grads.shard) if p.zero_stage >= 1 else 1
+        shard_factor = len(grads.shard) if self.zero_stage >= 1 else 1
         rb.waiting += grads.tasks
         optimizer = optimizer_op(local_elements / shard_factor, self.spec.training.optimizer)
         rb.emit(segment_ops((optimizer,), False), "optimizer", -1, -1)
-        if p.zero_stage in (1, 2):  # ZeRO-3 gathers parameters layer by layer instead
+        if self.zero_stage in (1, 2):  # ZeRO-3 gathers parameters layer by layer instead
             grads.all_gather_params(local_elements * ACT_BYTES, rb.last_compute)
 
 

@@ -10,6 +10,7 @@ from pydantic import Field, model_validator
 from simtrain.specs.base import Spec, divisors, must_divide
 from simtrain.specs.cluster import ClusterSpec
 from simtrain.specs.cost import CostSpec
+from simtrain.specs.framework_resolve import framework_problems, resolve_framework_defaults
 from simtrain.specs.model import ModelSpec
 from simtrain.specs.parallel import ParallelSpec
 from simtrain.specs.reliability import ReliabilitySpec
@@ -59,6 +60,18 @@ class ExperimentSpec(Spec):
         if mp > 0 and num_gpus > 0 and num_gpus % mp == 0:
             return {**data, "parallel": {**par, "dp": num_gpus // mp}}
         return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _resolve_framework(cls, data: Any) -> Any:
+        """Fill the switches left unset (None) from the framework profile.
+
+        Downstream code then only sees resolved values; what the experiment sets wins. An
+        unknown framework name is left to :meth:`_check_framework`, which reports it.
+        """
+        if not isinstance(data, dict):
+            return data
+        return resolve_framework_defaults(data)
 
     @model_validator(mode="after")
     def _check_cross_fields(self) -> ExperimentSpec:
@@ -152,6 +165,7 @@ class ExperimentSpec(Spec):
                 f"cluster.num_gpus={c.num_gpus} must be a multiple of "
                 f"cluster.gpus_per_node={c.gpus_per_node} when it spans nodes"
             )
+        problems += framework_problems(self)
         if problems:
             raise ValueError("; ".join(problems))
         if p.sp and p.tp == 1:

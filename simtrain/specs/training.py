@@ -7,22 +7,41 @@ from typing import Literal
 from pydantic import Field
 
 from simtrain.specs.base import Spec
+from simtrain.specs.framework import (
+    DEFAULT_FRAMEWORK,
+    AttentionKernel,
+    ExecutionMode,
+    GradReduceDtype,
+)
 
 Dtype = Literal["bf16", "fp16", "fp8"]
 
 
 class TrainingSpec(Spec):
-    """Numerics and length of the training run."""
+    """Numerics, software stack and length of the training run.
 
+    Fields that default to None take their value from the framework profile named by
+    ``framework`` when the experiment is validated; an experiment may still set them.
+    """
+
+    framework: str = DEFAULT_FRAMEWORK
+    """Software stack profile (``simtrain list frameworks``): sets the defaults below marked
+    'from the framework profile' and how collectives, overlap and memory behave."""
     dtype: Dtype = "bf16"
     """Compute dtype of matrix multiplications (sets the peak FLOP/s used)."""
     optimizer: Literal["adam", "sgd"] = "adam"
     """Optimizer: adam (mixed precision, 16 bytes of model state per parameter) or sgd."""
-    grad_reduce_dtype: Literal["fp32", "bf16"] = "fp32"
-    """Dtype of the data-parallel gradient reduction (Megatron reduces fp32 main grads)."""
-    attention_kernel: Literal["flash", "unfused"] = "flash"
+    grad_reduce_dtype: GradReduceDtype | None = None
+    """Dtype of the data-parallel gradient reduction (default from the framework profile;
+    Megatron-Core reduces fp32 main grads)."""
+    attention_kernel: AttentionKernel | None = None
     """Attention implementation: flash (fused, causal blocks skipped) or unfused (batched
-    GEMMs plus softmax and dropout kernels, as Megatron-LM ran in 2021)."""
+    GEMMs plus softmax and dropout kernels, as Megatron-LM ran in 2021); default from the
+    framework profile."""
+    execution_mode: ExecutionMode | None = None
+    """How kernels reach the GPU: eager (issued one by one from Python), cuda_graphs
+    (captured and replayed) or compiled (XLA, torch.compile); default from the framework
+    profile."""
     total_tokens: float = Field(default=0.0, ge=0)
     """Tokens of the whole run, for run-level time and cost (0 = report one step only)."""
 
