@@ -179,16 +179,18 @@ def build_clos(
     num_pods = -(-leaves_per_plane // per_pod)
     group_of_leaf = (index_in_plane // per_pod) * num_planes + plane_of_leaf
     num_groups = num_pods * num_planes
-    leaves_per_group = int(np.bincount(group_of_leaf).max())
-    spines_per_group = spec.spines_per_pod or switches_needed(
-        leaves_per_group * uplinks_per_leaf(leaf_of_nic, spec.oversubscription),
-        radix if tiers == 2 else radix // 2,
-        radix // 2,
-    )
+    if spec.spines_per_pod is not None:
+        spines_per_group, cabled_ports = spec.spines_per_pod, down_ports
+    else:
+        # A leaf-spine tier sized to the cluster: every leaf has one uplink to each spine, as
+        # many uplinks as its cabled NIC ports need (4 DGX nodes on 8 rail leaves: 4 spines,
+        # not the 32 of a full pod); full leaves give the full fat tree, radix / 2 spines.
+        cabled_ports = int(np.bincount(leaf_of_nic.ravel()).max())
+        spines_per_group = min(radix // 2, uplinks_per_leaf(cabled_ports, spec.oversubscription))
     spines = table.add_nodes(
         [f"spine{grp}.{s}" for grp in range(num_groups) for s in range(spines_per_group)], "spine"
     ).reshape(num_groups, spines_per_group)
-    uplink_bw = down_ports * bw / (spec.oversubscription * spines_per_group)
+    uplink_bw = cabled_ports * bw / (spec.oversubscription * spines_per_group)
     leaf_ids = np.arange(num_leaves)[:, None]
     spine_of = spines[group_of_leaf][:, :]
     leaf_up = table.add_links(
@@ -205,13 +207,7 @@ def build_clos(
         )
         return fabric, details
 
-    # Spine s of every pod of a plane joins the same core group; each spine sends its share of
-    # its leaves' traffic up, thinned by the pod oversubscription.
-    spine_uplinks = -(-leaves_per_group * uplinks_per_leaf(leaf_of_nic, spec.oversubscription)
-                      // spines_per_group)  # fmt: skip
-    cores_per_group = switches_needed(
-        num_pods * -(-spine_uplinks // int(spec.pod_oversubscription)), radix, radix // 2
-    )
+    cores_per_group = radix // 2
     cores = table.add_nodes(
         [
             f"core{p}.{s}.{c}"
@@ -248,29 +244,14 @@ def build_clos(
     return fabric, details
 
 
-def uplinks_per_leaf(leaf_of_nic: np.ndarray, oversubscription: float) -> int:
-    """Uplinks the fullest leaf needs: its cabled NIC ports thinned by the oversubscription.
+def uplinks_per_leaf(cabled_ports: int, oversubscription: float) -> int:
+    """Uplinks a leaf with ``cabled_ports`` NIC ports needs at ``oversubscription`` (at least 1).
 
     Examples:
-        >>> uplinks_per_leaf(np.array([[0, 0], [0, 1]]), 1.0), uplinks_per_leaf(np.zeros(8), 4.0)
-        (3, 2)
+        >>> uplinks_per_leaf(32, 1.0), uplinks_per_leaf(4, 1.0), uplinks_per_leaf(32, 4.0)
+        (32, 4, 8)
     """
-    used = int(np.bincount(np.asarray(leaf_of_nic, dtype=np.int64).ravel()).max())
-    return max(1, int(np.ceil(used / oversubscription)))
-
-
-def switches_needed(links: int, ports_per_switch: int, most: int) -> int:
-    """Switches of the next tier that terminate ``links`` uplinks, from 1 to ``most``.
-
-    A spine (or core) tier is sized to the cluster it serves: 4 DGX nodes behind 8 rail leaves
-    need one spine, not the 32 of a full pod. Beyond ``most`` (radix / 2, the full fat tree)
-    the builder stops adding switches.
-
-    Examples:
-        >>> switches_needed(32 * 32, 64, 32), switches_needed(8 * 4, 64, 32)
-        (16, 1)
-    """
-    return max(1, min(most, -(-links // ports_per_switch)))
+    return max(1, int(np.ceil(cabled_ports / oversubscription)))
 
 
 def fat_tree_leaves(num_nodes: int, nics: int, down_ports: int) -> tuple[np.ndarray, np.ndarray]:

@@ -42,10 +42,10 @@ def test_small_cluster_is_drawn_device_by_device_with_spines_sized_to_it():
          "topology": {"kind": "rail_optimized", "leaf_down_ports": 32}}
     )  # fmt: skip
     topo = build_topology(cluster)
-    assert topo.count_nodes()["spine"] == 1  # 8 rail leaves x 4 ports fit one 64-port spine
+    assert topo.count_nodes()["spine"] == 4  # 4 cabled ports per rail leaf: 4 uplinks
     fig = topology_figure(topo, "small")
     glyphs = sum(len(c.get_offsets()) for c in fig.axes[0].collections)
-    assert glyphs == 32 + 4 + 8 + 1  # GPUs, NVSwitches, leaves, spine
+    assert glyphs == 32 + 4 + 8 + 4  # GPUs, NVSwitches, leaves, spines
     assert "NVSwitch" in texts(fig)
 
 
@@ -53,9 +53,9 @@ def test_spines_grow_with_the_cluster_up_to_a_full_fat_tree():
     def spines(num_gpus):
         cluster = ClusterSpec.model_validate(
             {"accelerator": "H100-SXM", "num_gpus": num_gpus, "nics_per_node": 8,
-             "topology": {"kind": "fat_tree", "switch_radix": 64}}
+             "topology": {"kind": "rail_optimized", "leaf_down_ports": 32}}
         )  # fmt: skip
         return build_topology(cluster).count_nodes().get("spine", 0)
 
-    counts = [spines(n) for n in (64, 256, 1024, 2048)]
-    assert counts == sorted(counts) and counts[0] < counts[-1] <= 32
+    # one spine per cabled port of a rail leaf, up to a full fat tree (radix / 2 = 32)
+    assert [spines(n) for n in (32, 128, 256, 1024)] == [4, 16, 32, 32]
