@@ -57,7 +57,8 @@ def plain_text(table: Table, width: int) -> str:
     headers = [_cell_text(column.header) for column in table.columns]
     lines: list[str] = []
     if table.title:
-        lines.extend(_wrap(_cell_text(table.title), width, ""))
+        for title_line in _cell_text(table.title).splitlines():
+            lines.extend(_wrap(title_line, width, ""))
     num_rows = len(columns[0]) if columns else 0
     for row in range(num_rows):
         cells = [column[row] for column in columns]

@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from simtrain.report.provenance import provenance_line
 from simtrain.report.terminal import fmt_number as _g
 from simtrain.report.terminal import fmt_seconds
 from simtrain.report.titles import spec_title
@@ -171,6 +172,11 @@ def render_markdown(report: dict[str, Any], figures: Sequence[str] = ()) -> str:
     """
     spec = report["spec"]
     lines = [f"# simtrain report: {report['name']}", "", f"**{spec_title(spec)}**", ""]
+    lines += [
+        f"Compute constants of {spec['cluster']['accelerator']}: "
+        f"{provenance_line(spec['cluster']['accelerator'])}.",
+        "",
+    ]
     if spec.get("description"):
         lines += [f"> {spec['description'].strip()}", ""]
     lines += [f"simtrain {report['simtrain_version']}, seed {spec['seed']}.", ""]

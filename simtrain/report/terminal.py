@@ -6,6 +6,7 @@ from typing import Any
 
 from rich.table import Table
 
+from simtrain.report.provenance import provenance_short
 from simtrain.report.titles import spec_title
 
 GB = 1e9
@@ -70,6 +71,7 @@ def summary_table(report: dict[str, Any]) -> Table:
             f"{fmt_seconds(report['bubble_s'])}  ({report['bubble_fraction']:.1%})",
         ),
         ("GPUs", f"{report['num_gpus']:,}"),
+        ("compute constants", provenance_short(report["spec"]["cluster"]["accelerator"])),
         ("parameters", f"{report['num_params'] / 1e9:.2f} B"),
     ]
     for name, value in rows:
