@@ -70,6 +70,8 @@ def plain_text(table: Table, width: int) -> str:
         for header, value in zip(headers[1:], cells[1:], strict=True):
             if value:
                 lines.extend(_wrap(f"{header}: {value}" if header else value, width, "  "))
+    if table.caption:
+        lines.extend(_wrap(_cell_text(table.caption), width, ""))
     return "\n".join(lines)
 
 
@@ -118,10 +120,14 @@ def fit_table(table: Table, console: Console) -> RenderableType:
     return Text(plain_text(table, width))
 
 
-def _subtable(table: Table, indices: list[int], title: str | None) -> Table:
+def _subtable(
+    table: Table, indices: list[int], title: str | None, caption: str | None = None
+) -> Table:
     """A copy of ``table`` with only the columns at ``indices`` (decoration as the original)."""
     sub = Table(
         title=title,
+        caption=caption,
+        caption_justify=table.caption_justify,
         title_justify=table.title_justify,
         show_header=table.show_header,
         box=table.box,
@@ -161,4 +167,9 @@ def column_groups(table: Table, width: int) -> list[Table] | None:
             return None
     groups.append(current)
     title = _cell_text(table.title) if table.title else None
-    return [_subtable(table, group, title if n == 0 else None) for n, group in enumerate(groups)]
+    caption = _cell_text(table.caption) if table.caption else None
+    last = len(groups) - 1
+    return [
+        _subtable(table, group, title if n == 0 else None, caption if n == last else None)
+        for n, group in enumerate(groups)
+    ]

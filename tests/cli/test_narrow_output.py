@@ -64,6 +64,7 @@ def _tiny_model(folder: Path) -> Path:
 COMMANDS = {
     "list accelerators": lambda tmp: ["list", "accelerators"],
     "list links": lambda tmp: ["list", "links"],
+    "list frameworks": lambda tmp: ["list", "frameworks"],
     "list workloads": lambda tmp: ["list", "workloads"],
     "list topologies": lambda tmp: ["list", "topologies"],
     "run": lambda tmp: ["run", QUICKSTART],
