@@ -39,6 +39,8 @@ def _resolves(reference: str, headings: list[str]) -> bool:
     """Whether ``§reference`` names a heading: by its number (``7.1``) or its text."""
     reference = reference.strip()
     first = reference.split(" ", 1)[0].rstrip(".,;:)")
+    if re.fullmatch(r"\d+(\.\d+)*-\d+(\.\d+)*", first):  # a range, §1.2-1.4: both ends
+        return all(_resolves(end, headings) for end in first.split("-"))
     for heading in headings:
         if heading.split(" ", 1)[0] == first and first[:1].isdigit():
             return True

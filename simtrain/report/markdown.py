@@ -174,7 +174,7 @@ def render_markdown(report: dict[str, Any], figures: Sequence[str] = ()) -> str:
     lines = [f"# simtrain report: {report['name']}", "", f"**{spec_title(spec)}**", ""]
     lines += [
         f"Compute constants of {spec['cluster']['accelerator']}: "
-        f"{provenance_line(spec['cluster']['accelerator'])}.",
+        f"{provenance_line(spec['cluster']['accelerator'], report)}.",
         "",
     ]
     if spec.get("description"):

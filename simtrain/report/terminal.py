@@ -71,7 +71,7 @@ def summary_table(report: dict[str, Any]) -> Table:
             f"{fmt_seconds(report['bubble_s'])}  ({report['bubble_fraction']:.1%})",
         ),
         ("GPUs", f"{report['num_gpus']:,}"),
-        ("compute constants", provenance_short(report["spec"]["cluster"]["accelerator"])),
+        ("compute constants", provenance_short(report["spec"]["cluster"]["accelerator"], report)),
         ("parameters", f"{report['num_params'] / 1e9:.2f} B"),
     ]
     for name, value in rows:
