@@ -65,7 +65,11 @@ def run(
         return
     show(summary_table(report), breakdown_table(report), memory_table(report), cost_table(report))
     if out is not None:
-        console.print(f"wrote {out}/: report.json, report.md, the PNGs and trace.json")
+        console.print(
+            f"wrote {out}/: report.json, report.md, the PNGs and trace.json",
+            markup=False,
+            soft_wrap=True,  # a path is never broken across lines
+        )
 
 
 @app.command()
@@ -138,7 +142,11 @@ def trace(
         from simtrain.traceio.chakra_export import write_chakra
 
         files = write_chakra(program, out, spec.cluster.accelerator)
-        console.print(f"wrote {out}/: {len(files)} Chakra rank files, {len(program.tasks)} tasks")
+        console.print(
+            f"wrote {out}/: {len(files)} Chakra rank files, {len(program.tasks)} tasks",
+            markup=False,
+            soft_wrap=True,
+        )
         return
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(program_to_dict(program, spec.model_dump(mode="json"))))

@@ -128,7 +128,7 @@ def topology(
         topology_figure(topo, title).savefig(png, dpi=130)
     show(topology_table(file, cluster.accelerator, topo))
     if png is not None:
-        console.print(f"wrote {png}", markup=False)
+        console.print(f"wrote {png}", markup=False, soft_wrap=True)
 
 
 _COUNTED_IN_DETAILS = {"leaves", "spines", "cores"}
@@ -145,7 +145,8 @@ def topology_table(file: str, accelerator: str, topo: Any) -> Table:
         "nvswitch": "NVSwitch fabrics (one per node)",
         "pcie_switch": "PCIe fabrics (one per node)",
     }
-    for kind in ("nvswitch", "pcie_switch", "leaf", "spine", "core"):
+    names["group_switch"] = "dragonfly switches"
+    for kind in ("nvswitch", "pcie_switch", "leaf", "group_switch", "spine", "core"):
         count = topo.count_nodes().get(kind)
         if count:
             table.add_row(names.get(kind, f"{kind} switches"), f"{count:,}")

@@ -160,4 +160,6 @@ def schedule(
         summary += f"  (closed form {closed[0]} = {closed[1]:.1%})"
     console.print(summary, markup=False, highlight=False)
     if out is not None:
-        console.print(f"Gantt chart written to {out}", markup=False, highlight=False)
+        console.print(
+            f"Gantt chart written to {out}", markup=False, highlight=False, soft_wrap=True
+        )

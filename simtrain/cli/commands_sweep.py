@@ -246,7 +246,7 @@ def sweep(
     show(top_table(result, top or spec.top_k))
     written = [str(p) for p in (out, plot) if p is not None]
     if written:
-        console.print(f"wrote {', '.join(written)}", markup=False)
+        console.print(f"wrote {', '.join(written)}", markup=False, soft_wrap=True)
     if no_plot:
         console.print(no_plot, markup=False)
 

@@ -28,7 +28,8 @@ MAX_GLYPHS_PER_TIER = 32
 MAX_DETAILED_DEVICES = 64
 """Clusters with at most this many devices are drawn device by device."""
 
-_TIER_OF_KIND = {"device": 0, "nvswitch": 1, "pcie_switch": 1, "leaf": 2, "spine": 3, "core": 4}
+_TIER_OF_KIND = {"device": 0, "nvswitch": 1, "pcie_switch": 1, "leaf": 2, "group_switch": 2,
+                 "spine": 3, "core": 4}  # fmt: skip
 _TIER_NAMES = {0: "GPUs", 1: "node fabric", 2: "leaf switches", 3: "spine switches",
                4: "core switches"}  # fmt: skip
 _KIND_NAMES = {"nvswitch": "NVSwitch", "pcie_switch": "PCIe switch"}
@@ -42,6 +43,7 @@ _LINE_STYLES = {
     "leaf-spine": ("#dd8452", "leaf ↔ spine"),
     "spine-core": ("#c44e52", "spine ↔ core"),
     "ici": ("#8172b2", "chip ↔ chip (ICI)"),
+    "global": ("#c44e52", "dragonfly group ↔ group (global)"),
 }
 
 
@@ -54,6 +56,11 @@ class _Glyphs:
     y: np.ndarray
     tier: np.ndarray
     members: np.ndarray
+
+
+def _dragonfly_group(topo: Topology, nodes: np.ndarray) -> np.ndarray:
+    """Group index of dragonfly switches, from their names ``g<group>/sw<switch>``."""
+    return np.array([int(topo.node_names[n].split("/", 1)[0][1:]) for n in nodes])
 
 
 def _blocks(count: int, limit: int) -> tuple[np.ndarray, int]:
@@ -90,6 +97,16 @@ def _glyphs(topo: Topology) -> tuple[_Glyphs, str]:
                 block_size = size * (topo.gpus_per_node if t == 0 else 1)
                 if t == 1:
                     continue  # drawn as part of the node glyph
+            elif t == 2 and kinds[nodes[0]] == "group_switch":
+                # a dragonfly: one circle per group (or block of groups), local links inside
+                group = _dragonfly_group(topo, nodes)
+                block, size = _blocks(int(group.max()) + 1, MAX_GLYPHS_PER_TIER)
+                order = block[group]
+                block_size = size
+                notes.append(
+                    f"each circle: {size:,} dragonfly group{'s' if size > 1 else ''} of "
+                    f"{int(np.bincount(group).max())} switches"
+                )
             else:
                 order, block_size = _blocks(nodes.size, 10**9 if t == 0 else MAX_GLYPHS_PER_TIER)
             count = int(order.max()) + 1
@@ -101,7 +118,7 @@ def _glyphs(topo: Topology) -> tuple[_Glyphs, str]:
             ys.append(y)
             tiers.append(t)
         members += np.bincount(order, minlength=len(positions)).tolist()
-        if t >= 2 and block_size > 1:
+        if t >= 2 and block_size > 1 and kinds[nodes[0]] != "group_switch":
             notes.append(f"{_TIER_NAMES[t]} drawn {block_size:,} per circle")
     if not detailed and topo.torus_shape is None:
         # node fabric switches join their node's glyph
@@ -117,7 +134,7 @@ def _glyphs(topo: Topology) -> tuple[_Glyphs, str]:
     )
 
 
-_KIND_CODES = ("scale-up", "nic", "leaf-spine", "spine-core", "ici")
+_KIND_CODES = ("scale-up", "nic", "leaf-spine", "spine-core", "ici", "global")
 _TORUS_Y = "#da8bc3"
 
 
@@ -127,6 +144,7 @@ def _line_kinds(tier_a: np.ndarray, tier_b: np.ndarray, link_class: np.ndarray) 
     kind = np.where(low == 2, 2, 3)
     kind = np.where(low <= 1, 1, kind)
     kind = np.where(high <= 1, 0, kind)
+    kind = np.where((low == 2) & (high == 2), 5, kind)  # dragonfly switch to switch
     return np.where(link_class == LINK_CLASSES.index("ici"), 4, kind)
 
 
@@ -156,7 +174,11 @@ def topology_figure(topo: Topology, title: str) -> Figure:
     top = float(summed.max(initial=1.0))
     # Dense meshes (every leaf to every spine) fade so the tiers stay readable.
     lines_of_kind = np.bincount(line_kind, minlength=len(_KIND_CODES))
-    alphas = np.clip(40 / np.maximum(1, lines_of_kind), 0.15, 0.8) if not torus else [0.8] * 5
+    alphas = (
+        np.clip(40 / np.maximum(1, lines_of_kind), 0.15, 0.8)
+        if not torus
+        else [0.8] * len(_KIND_CODES)
+    )
     for lo, hi, kind, total in zip(lows, highs, line_kind, summed, strict=True):
         x0, y0, x1, y1 = glyphs.x[lo], y[lo], glyphs.x[hi], y[hi]
         if torus and (abs(x1 - x0) > 0.5 or abs(y1 - y0) > 0.5):
@@ -165,6 +187,12 @@ def topology_figure(topo: Topology, title: str) -> Figure:
         if torus and y0 != y1:
             colour = _TORUS_Y
         width = 0.4 + 3.0 * (total / top) ** 0.5
+        if y0 == y1 and not torus:  # within one row (dragonfly groups): an arc above it
+            xs = np.linspace(x0, x1, 24)
+            bump = 0.12 + 0.5 * abs(x1 - x0)
+            ys = y0 + bump * np.sin(np.pi * (xs - x0) / (x1 - x0))
+            ax.plot(xs, ys, color=colour, linewidth=width, alpha=alphas[kind], zorder=1)
+            continue
         ax.plot([x0, x1], [y0, y1], color=colour, linewidth=width, alpha=alphas[kind], zorder=1)
 
     for t in rows:
@@ -173,6 +201,7 @@ def topology_figure(topo: Topology, title: str) -> Figure:
         ax.scatter(glyphs.x[sel], y[sel], s=sizes, marker=_MARKERS[t], c=_FACE[t],
                    edgecolors="black", linewidths=0.5, zorder=3)  # fmt: skip
     counts = topo.count_nodes()
+    dragonfly = "group_switch" in counts
     aggregated = topo.num_devices > MAX_DETAILED_DEVICES
     if torus:
         x_dim, y_dim, _ = topo.torus_shape  # type: ignore[misc]
@@ -191,16 +220,20 @@ def topology_figure(topo: Topology, title: str) -> Figure:
                     label += f" + {_KIND_NAMES[fabric]}"
             elif t == 1:
                 label = f"{_KIND_NAMES.get(names[0], names[0])}\n{total:,} (one per node)"
+            elif "group_switch" in names:
+                label = f"dragonfly switches\n{total:,}"
             else:
                 label = f"{_TIER_NAMES[t]}\n{total:,}"
             ax.text(0.02, row, label, ha="right", va="center", fontsize=9)
         ax.set_xlim(-0.2, 1.0)
-        ax.set_ylim(-0.5, len(rows) - 0.5)
+        ax.set_ylim(-0.5, len(rows) - 0.5 + (0.75 if dragonfly else 0.0))
     ax.set_axis_off()
 
     handles = []
     for code in sorted(set(kinds[drawn].tolist())):
         colour, label = _LINE_STYLES[_KIND_CODES[code]]
+        if dragonfly and _KIND_CODES[code] == "nic":
+            label = "NIC ↔ dragonfly switch"
         per_link = float(np.median(topo.link_bandwidth_bytes_per_s[drawn & (kinds == code)]))
         if torus:
             label = "ICI link along x"
@@ -213,6 +246,8 @@ def topology_figure(topo: Topology, title: str) -> Figure:
                           label="wider line: more bandwidth between its ends"))  # fmt: skip
     for t in rows:
         shape = _TIER_NAMES[t]
+        if t == 2 and dragonfly:
+            shape = "a dragonfly group (all-to-all local links inside)"
         if t == 0 and torus:
             shape = f"a column of {topo.torus_shape[2]} chips joined in z"  # type: ignore[index]
         elif t == 0 and aggregated:
