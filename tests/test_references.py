@@ -17,6 +17,7 @@ import yaml
 from simtrain.catalog import power, prices
 from simtrain.catalog.accelerators import ACCELERATORS
 from simtrain.catalog.links import LINKS
+from simtrain.catalog.node_wirings import NODE_WIRINGS
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "simtrain"
@@ -86,6 +87,7 @@ def _catalog_sources() -> dict[str, str]:
         if isinstance(getattr(power, attr), power.Preset):
             sources[f"power {attr}"] = getattr(power, attr).source
     sources |= {f"grid {n}": p.source for n, p in power.GRID_GCO2_PER_KWH.items()}
+    sources |= {f"node wiring {n}": w.source for n, w in NODE_WIRINGS.items()}
     # Data files of the catalog (reliability presets, framework profiles, calibrations): every
     # mapping with a 'source' key, at any depth.
     for path in PACKAGE.rglob("*.yaml"):
