@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from simtrain.cli.app import app, console, fail
+from simtrain.cli.app import app, console, fail, show
 from simtrain.limits import MAX_EVENTS, MAX_TASKS, MAX_TOPOLOGY_ELEMENTS, check_limit
 from simtrain.paths import inside, make_dir, output_dir, output_file
 
@@ -101,12 +101,13 @@ def run(
     if as_json:
         typer.echo(json.dumps(report, indent=2))
         return
-    console.print(summary_table(report))
-    console.print(breakdown_table(report))
-    console.print(memory_table(report))
-    console.print(cost_table(report))
+    show(summary_table(report), breakdown_table(report), memory_table(report), cost_table(report))
     if out is not None:
-        console.print(f"wrote {out}/: report.json, report.md, the PNGs and trace.json")
+        console.print(
+            f"wrote {out}/: report.json, report.md, the PNGs and trace.json",
+            markup=False,
+            soft_wrap=True,  # a path is never broken across lines
+        )
 
 
 @app.command()
@@ -148,7 +149,7 @@ def validate(
                 f"±{row.tolerance:.0%}",
                 "yes" if row.within_tolerance else "NO",
             )
-        console.print(table)
+        show(table)
         bad = sum(not r.within_tolerance for r in rows)
         console.print(f"{len(rows) - bad} of {len(rows)} within tolerance")
     if any(not row.within_tolerance for row in rows):
@@ -184,7 +185,11 @@ def trace(
         from simtrain.traceio.chakra_export import write_chakra
 
         files = write_chakra(program, out, spec.cluster.accelerator)
-        console.print(f"wrote {out}/: {len(files)} Chakra rank files, {len(program.tasks)} tasks")
+        console.print(
+            f"wrote {out}/: {len(files)} Chakra rank files, {len(program.tasks)} tasks",
+            markup=False,
+            soft_wrap=True,
+        )
         return
     make_dir(out.parent, "--out")
     out.write_text(json.dumps(program_to_dict(program, spec.model_dump(mode="json"))))
@@ -210,4 +215,4 @@ def list_(
     if what not in LIST_KINDS:
         raise fail(f"'what' must be one of {', '.join(LIST_KINDS)} (got {what!r})")
     for table in catalog_tables(what):
-        console.print(table)
+        show(table)

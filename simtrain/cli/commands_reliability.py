@@ -11,7 +11,7 @@ import typer
 if TYPE_CHECKING:
     from rich.table import Table
 
-from simtrain.cli.app import app, console, fail
+from simtrain.cli.app import app, fail, show
 from simtrain.cli.commands_core import MaxEventsOption
 from simtrain.cli.values import integer
 from simtrain.limits import MAX_EVENTS, check_limit
@@ -86,7 +86,7 @@ def reliability(
     if as_json:
         typer.echo(json.dumps([{k: row[k] for k in JSON_KEYS} for row in rows], indent=2))
         return
-    console.print(policy_table(rows, f"{spec.name}: step {result.step_time_s:.2f} s"))
+    show(policy_table(rows, f"{spec.name}: step {result.step_time_s:.2f} s"))
 
 
 def policy_table(rows: list[dict], title: str) -> Table:

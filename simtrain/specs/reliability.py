@@ -2,7 +2,7 @@
 
 The section is optional in an experiment; with it, simtrain co-simulates the failures of the
 cluster with the training they interrupt (``simtrain.reliability``). Sources of the default
-numbers are in ``/work/shared/reference/reliability.md`` (cited as "reliability.md §x").
+numbers are in ``docs/references/reliability.md`` (cited by section, "§x").
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from simtrain.specs.base import Spec, bounded
 ComponentClass = Literal[
     "gpu", "hbm", "gpu_sram_processor", "nic", "switch_cable", "host", "software", "unknown"
 ]
-"""Component classes of the Llama 3 interruption taxonomy (reliability.md §3.2, Table 5)."""
+"""Component classes of Llama 3's interruption taxonomy (Table 5, reliability.md §3.2)."""
 
 FailurePresetName = Literal["llama3-405b", "rsc-1", "rsc-1-observed", "rsc-2"]
 """Failure-rate presets shipped as YAML in ``simtrain/reliability/presets/``."""
@@ -99,7 +99,7 @@ class StorageSpec(Spec):
         2e12, ge=1e6, le=1e16, why="1 MB/s to 5,000x the fastest storage deployed (2 TB/s)"
     )
     """Aggregate storage write bandwidth. Default: Llama 3's Tectonic, 2 TB/s sustained
-    (training-runs.md, Llama 3 §3.3.1)."""
+    (docs/references/training-runs.md §3.3)."""
     read_bandwidth_bytes_per_s: float = bounded(
         2e12, ge=1e6, le=1e16, why="as write_bandwidth_bytes_per_s"
     )
@@ -108,12 +108,12 @@ class StorageSpec(Spec):
         64e9, ge=1e6, le=1e14, why="1 MB/s to 1,000x PCIe Gen5"
     )
     """GPU→host copy bandwidth per GPU. Default: PCIe Gen5 x16, ≈64 GB/s per direction
-    (hardware.md §7.2)."""
+    (docs/references/hardware.md §7.2)."""
     peer_copy_bandwidth_bytes_per_s: float = bounded(
         400e9, ge=1e6, le=1e14, why="1 MB/s to 250x eight 400G NICs"
     )
     """Host→peer-host bandwidth per node for in-memory checkpoints. Default: 8 NICs × 400 Gb/s
-    = 400 GB/s (Llama 3 RoCE, hardware.md §7.3)."""
+    = 400 GB/s (Llama 3 RoCE, docs/references/hardware.md §7.3)."""
 
 
 def _check_interval(value: Any) -> Any:
@@ -133,7 +133,7 @@ def _check_interval(value: Any) -> Any:
 class _CheckpointBase(Spec):
     interval_s: float | Literal["young_daly"] = "young_daly"
     """Training seconds between checkpoints, or ``young_daly`` for sqrt(2 · stall · MTBF)
-    (Young 1974; reliability.md §8.3)."""
+    (Young 1974; docs/references/reliability.md §8.3)."""
 
     @field_validator("interval_s", mode="before")
     @classmethod
@@ -169,7 +169,8 @@ class InMemoryCheckpointSpec(_CheckpointBase):
     peer_loss_probability: float = bounded(0.084, ge=0, le=1, why="a probability")
     """Probability that a failure also loses the peer holding the replica, forcing a load from
     storage. Default: share of network switch/cable interruptions in Llama 3, 35/419 = 0.084
-    (reliability.md §3.2), assuming such a fault takes down the failed node's rack peers too."""
+    (docs/references/reliability.md §3.2), assuming such a fault takes down the failed node's
+    rack peers too."""
 
 
 CheckpointSpec = Annotated[
@@ -181,10 +182,10 @@ CheckpointSpec = Annotated[
 class _RecoveryBase(Spec):
     detection_s: float = bounded(150.0, ge=0, le=1e7, why="about 116 days")
     """Seconds from a failure to its detection. Default: half of Meta's 5-minute health-check
-    period (reliability.md §8.1)."""
+    period (docs/references/reliability.md §8.1)."""
     restart_s: float = bounded(300.0, ge=0, le=1e7, why="about 116 days")
     """Seconds to reschedule and initialise the job before loading a checkpoint (Meta: u₀ ≈
-    5-20 min in total, reliability.md §8.1)."""
+    5-20 min in total, docs/references/reliability.md §8.1)."""
 
 
 class RestartRecoverySpec(_RecoveryBase):
@@ -264,7 +265,7 @@ class ReliabilitySpec(Spec):
     14/16 = 0.875."""
     repair_time_hours: float = bounded(2.2, gt=0, le=1e5, why="about 11 years")
     """Hours until a failed node is back. Default: the 2.2 h recovery assumed by NCSA Delta's
-    spare-sizing study (reliability.md §8.2)."""
+    spare-sizing study (docs/references/reliability.md §8.2)."""
     horizon_days: float | None = bounded(None, gt=0, le=1e4, why="about 27 years")
     """Stop after this many wall-clock days (a snapshot of a longer run, like Llama 3's 54-day
     window); omit to run to ``training.total_tokens``."""
@@ -274,4 +275,4 @@ class ReliabilitySpec(Spec):
         None, ge=0, le=1000, why="100x the highest on-demand GPU price"
     )
     """Price of one GPU-hour; omit for the accelerator's dated preset
-    (``simtrain/catalog/prices.py``, from hardware.md §7.4)."""
+    (``simtrain/catalog/prices.py``, from docs/references/hardware.md §7.4)."""
