@@ -910,7 +910,6 @@ def _topology_cases() -> list[Case]:
     add("png_empty", good, "--png", ("--png", ""))
     add("png_directory", good, "--png", ("--png", "{in}"))
     add("png_dev_null_suffix", good, "--png", ("--png", "/dev/null"))
-    add("png_too_big", {**good, "num_gpus": 4096}, "--png", ("--png", "{out}/big.png"))
     cases.append(
         Case("topology", "preset_unknown", ("topology", "no-such-preset"), "no-such-preset", {})
     )
