@@ -110,8 +110,16 @@ def image_formats() -> tuple[str, ...]:
 
 
 def image_file(path: str | Path, flag: str) -> Path:
-    """Check an image path against matplotlib's formats before anything is drawn."""
-    return output_file(path, flag, image_formats())
+    """Check an image path before anything is drawn: matplotlib's formats, an existing folder.
+
+    Raises:
+        SpecError: see :func:`output_file`; also a folder that does not exist (an image is
+            one file: a typo in its folder should not create a directory tree).
+    """
+    resolved = output_file(path, flag, image_formats())
+    if not resolved.parent.is_dir():
+        raise SpecError(f"'{flag}' must be in an existing directory (got '{path}')")
+    return resolved
 
 
 def store_file(path: str | Path, flag: str) -> Path:

@@ -20,7 +20,7 @@ from simtrain.cli.app import app, console, show
 from simtrain.cli.commands_core import MaxElementsOption
 from simtrain.errors import SpecError
 from simtrain.limits import MAX_TOPOLOGY_ELEMENTS, check_limit, check_topology
-from simtrain.paths import data_dir, image_file, make_dir
+from simtrain.paths import data_dir, image_file
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -142,7 +142,6 @@ def topology(
             f"{Path(file).stem}: {topo.kind.replace('_', ' ')}, "
             f"{topo.num_devices:,} × {cluster.accelerator}"
         )
-        make_dir(image.parent, "--png")
         topology_figure(topo, title).savefig(image, dpi=130)
     show(topology_table(file, cluster.accelerator, topo))
     if png is not None:

@@ -29,7 +29,7 @@ from simtrain.parallel.schedule_timing import (
     schedule_program,
 )
 from simtrain.parallel.schedules import SCHEDULES, build_schedule, format_grid
-from simtrain.paths import image_file, make_dir
+from simtrain.paths import image_file
 
 # API argument names as the user typed them on the command line
 _FLAGS = {
@@ -157,7 +157,6 @@ def schedule(
         + f"  step {metrics.step_time_s:g}  bubble {metrics.bubble_fraction:.1%}"
     )
     if out is not None:
-        make_dir(out.parent, "--out")
         _draw_gantt(program, result.start_s, result.end_s, title, out)
     if as_json:
         report = {

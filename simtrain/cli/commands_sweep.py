@@ -269,8 +269,6 @@ def sweep(
     if out is not None:
         write_table(result.table, out)
     no_plot = None
-    if plot is not None:
-        make_dir(plot.parent, "--plot")
     if (
         plot is not None
         and plot_pareto(result.table, plot, title=f"{spec.name}: Pareto fronts") is None
