@@ -22,10 +22,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from simtrain.catalog.frameworks import get_framework
 from simtrain.memory.activations import ACT_BYTES, MASK_BYTES, layer_activation_bytes, peak_inflight
 from simtrain.memory.model_states import WEIGHT_BYTES, rank_model_states, rank_params, rank_stages
 from simtrain.parallel.schedules import Action, get_schedule
 from simtrain.specs.experiment import ExperimentSpec
+from simtrain.specs.framework_resolve import effective_zero_stage
 
 
 @dataclass(frozen=True)
@@ -118,8 +120,15 @@ def _buffers(spec: ExperimentSpec, stage: int) -> dict[str, float]:
         items["buffers.sp_all_gather"] = ACT_BYTES * sbh
     if p.zero_stage >= 2 and (p.dp or 1) * p.cp > 1:
         items["buffers.dp_bucket"] = float(p.grad_bucket_size_bytes)
-    if p.zero_stage == 3:
-        items["buffers.zero3_gather"] = 2 * WEIGHT_BYTES * rank_params(spec, stage).largest_layer
+    if effective_zero_stage(spec) == 3:
+        # The layer being computed plus what the stack prefetches (FSDP: one unit ahead;
+        # DeepSpeed: up to its prefetch bucket).
+        sharding = get_framework(spec.training.framework).sharding
+        unit = WEIGHT_BYTES * rank_params(spec, stage).largest_layer
+        ahead = sharding.prefetch_units * unit
+        if sharding.gather_granularity != "per_unit":
+            ahead = min(ahead, sharding.prefetch_bytes)
+        items["buffers.zero3_gather"] = unit + ahead
     if p.ep > 1 and m.is_moe:
         items["buffers.ep_all_to_all"] = 2 * ACT_BYTES * sbh * m.moe_top_k / sp_div
     return items
