@@ -12,10 +12,13 @@ backward). Full recompute adds one layer's rematerialised activations during a b
 Buffers: pipeline send/receive of activations and gradients (4·2·s·b·h, /t under SP), the
 sequence-parallel all-gather buffer (2·s·b·h), the data-parallel bucket being reduced when
 gradients are sharded (ZeRO >= 2), ZeRO-3 gathers of the current and the prefetched layer, and
-the expert all-to-all send/receive buffers. Not modelled: the CUDA context, NCCL's internal
-buffers and allocator fragmentation (often 1-5 GB in practice).
+the expert all-to-all send/receive buffers. The software stack (its framework profile) adds
+what it keeps beyond that: the runtime's reserve (CUDA context, library workspaces) and the
+caching allocator's fragmentation, and whether the loss keeps fp32 logits.
 
-An estimate that exceeds the capacity is a verdict (``fits`` is False), never an exception.
+The verdict has three values: ``fits``, ``near_limit`` (within the stack's memory-model
+uncertainty of the capacity, either side) and ``oom``; only ``oom`` is out of memory
+(``fits`` is False). It is a verdict, never an exception.
 """
 
 from __future__ import annotations
@@ -47,6 +50,10 @@ class MemoryEstimate:
         inflight_microbatches: peak microbatches in flight on this rank, in units of one
             pipeline stage (num_layers / pp layers): an interleaved chunk counts 1/v.
         breakdown_bytes: bytes by finer item (``activations.layers``, ``buffers.pp_p2p``, ...).
+        overhead_bytes: what the stack holds beyond tensors it allocates on purpose: runtime
+            (CUDA context, library workspaces) and caching-allocator fragmentation.
+        near_limit_bytes: half-width of the band around the capacity where the verdict is
+            ``near_limit`` (the stack's memory-model uncertainty).
     """
 
     stage: int
@@ -59,6 +66,8 @@ class MemoryEstimate:
     chunk_activation_bytes: float
     inflight_microbatches: float
     breakdown_bytes: dict[str, float] = field(default_factory=dict)
+    overhead_bytes: float = 0.0
+    near_limit_bytes: float = 0.0
 
     @property
     def peak_bytes(self) -> float:
@@ -69,12 +78,36 @@ class MemoryEstimate:
             + self.optimizer_bytes
             + self.activations_bytes
             + self.buffers_bytes
+            + self.overhead_bytes
         )
 
     @property
+    def verdict(self) -> str:
+        """``fits``, ``near_limit`` or ``oom`` (see :func:`memory_verdict`)."""
+        return memory_verdict(self.peak_bytes, self.capacity_bytes, self.near_limit_bytes)
+
+    @property
     def fits(self) -> bool:
-        """Whether the peak fits in the device memory (False = out of memory)."""
-        return self.peak_bytes <= self.capacity_bytes
+        """False only when the peak exceeds the capacity beyond the near-limit band."""
+        return self.verdict != "oom"
+
+
+def memory_verdict(peak_bytes: float, capacity_bytes: float, band_bytes: float) -> str:
+    """``fits`` below capacity - band, ``oom`` above capacity + band, ``near_limit`` between.
+
+    Near the limit the memory model cannot say (allocator fragmentation, workspaces and
+    kernel choices move the real peak by a few GB), so neither a sweep nor a planner should
+    throw such a layout away, and neither should a user trust it blindly.
+
+    Examples:
+        >>> [memory_verdict(p, 80e9, 4e9) for p in (70e9, 78e9, 83e9, 90e9)]
+        ['fits', 'near_limit', 'near_limit', 'oom']
+    """
+    if peak_bytes > capacity_bytes + band_bytes:
+        return "oom"
+    if peak_bytes >= capacity_bytes - band_bytes:
+        return "near_limit"
+    return "fits"
 
 
 def _activations(
@@ -99,7 +132,10 @@ def _activations(
             MASK_BYTES * sbh * peak_inflight(actions, {0}) / sp_div
         )
     if p.pp * p.vpp - 1 in stages:
-        logits = 4 * m.seq_length / p.cp * b * m.vocab_size / t
+        # fp32 logits (Korthikanti §4: 4·s·b·V/t) unless the stack fuses or chunks the loss
+        habits = get_framework(spec.training.framework).memory
+        fp32 = habits.cross_entropy == "fp32_logits"
+        logits = 4 * m.seq_length / p.cp * b * m.vocab_size / t if fp32 else 0.0
         items["activations.output_layer"] = 4 * sbh / sp_div + logits
     if p.recompute == "full" and layers:
         items["activations.recompute_working"] = max(
@@ -152,12 +188,20 @@ def estimate_stage_memory(
     states = rank_model_states(spec, stage)
     activations, chunk, inflight = _activations(spec, stage, actions)
     buffers = _buffers(spec, stage)
+    habits = get_framework(spec.training.framework).memory
+    transient = sum(activations.values()) + sum(buffers.values())
+    overhead = {
+        "overhead.runtime": habits.runtime_reserved_bytes,
+        "overhead.allocator": habits.allocator_overhead_fraction * transient,
+    }
+    overhead = {k: v for k, v in overhead.items() if v > 0}
     breakdown = {
         "weights": states.weights,
         "gradients": states.gradients,
         "optimizer": states.optimizer,
         **activations,
         **buffers,
+        **overhead,
     }
     return MemoryEstimate(
         stage=stage,
@@ -170,6 +214,8 @@ def estimate_stage_memory(
         chunk_activation_bytes=chunk,
         inflight_microbatches=inflight,
         breakdown_bytes=breakdown,
+        overhead_bytes=sum(overhead.values()),
+        near_limit_bytes=habits.near_limit_fraction * capacity_bytes,
     )
 
 

@@ -104,7 +104,11 @@ class MemoryHabits(Spec):
     NCCL workspaces."""
     allocator_overhead_fraction: float = Field(ge=0, le=0.5)
     """Caching-allocator reserve over allocated bytes (fragmentation), as a fraction of the
-    tensors' peak."""
+    activations' and buffers' peak (the bytes that come and go during a step)."""
+    near_limit_fraction: float = Field(ge=0, le=0.25)
+    """Half-width of the near-limit band around the capacity, as a fraction of it: within
+    it the verdict is 'near_limit' (may or may not fit) instead of a hard fits / out of
+    memory, because the memory model is not more precise than that for the stack."""
 
 
 class FrameworkProfile(Spec):
