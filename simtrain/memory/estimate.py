@@ -14,7 +14,7 @@ sequence-parallel all-gather buffer (2·s·b·h), the data-parallel bucket being
 gradients are sharded (ZeRO >= 2), ZeRO-3 gathers of the current and the prefetched layer, and
 the expert all-to-all send/receive buffers. The software stack (its framework profile) adds
 what it keeps beyond that: the runtime's reserve (CUDA context, library workspaces) and the
-caching allocator's fragmentation, and whether the loss keeps fp32 logits.
+caching allocator's fragmentation, and the bytes its loss keeps per logit.
 
 The verdict has three values: ``fits``, ``near_limit`` (within the stack's memory-model
 uncertainty of the capacity, either side) and ``oom``; only ``oom`` is out of memory
@@ -29,6 +29,7 @@ from simtrain.catalog.frameworks import get_framework
 from simtrain.memory.activations import ACT_BYTES, MASK_BYTES, layer_activation_bytes, peak_inflight
 from simtrain.memory.model_states import WEIGHT_BYTES, rank_model_states, rank_params, rank_stages
 from simtrain.parallel.schedules import Action, get_schedule
+from simtrain.parallel.stages import chunk_layers, recomputed_layers
 from simtrain.specs.experiment import ExperimentSpec
 from simtrain.specs.framework_resolve import effective_zero_stage
 
@@ -119,8 +120,16 @@ def _activations(
     sp_div = t if p.sp and t > 1 else 1
     stages = rank_stages(p.pp, p.vpp, p.pipeline_schedule, stage)
     layers = rank_params(spec, stage).layers
+    chunks = chunk_layers(m.num_layers, p.pp * p.vpp)
+    full = frozenset().union(
+        *(recomputed_layers(chunks[s], p.recompute_layer_fraction) for s in stages)
+    )
+
+    def mode(layer: int) -> str:
+        return "none" if p.recompute == "full" and layer not in full else p.recompute
+
     per_layer = [
-        layer_activation_bytes(m, b, t, p.sp, p.recompute, p.cp, m.is_moe_layer(i), flash)
+        layer_activation_bytes(m, b, t, p.sp, mode(i), p.cp, m.is_moe_layer(i), flash)
         for i in layers
     ]
     count = peak_inflight(actions)
@@ -132,10 +141,9 @@ def _activations(
             MASK_BYTES * sbh * peak_inflight(actions, {0}) / sp_div
         )
     if p.pp * p.vpp - 1 in stages:
-        # fp32 logits (Korthikanti §4: 4·s·b·V/t) unless the stack fuses or chunks the loss
-        habits = get_framework(spec.training.framework).memory
-        fp32 = habits.cross_entropy == "fp32_logits"
-        logits = 4 * m.seq_length / p.cp * b * m.vocab_size / t if fp32 else 0.0
+        # what the stack's loss keeps per logit (Korthikanti §4: 4 bytes, fp32 logits)
+        per_logit = get_framework(spec.training.framework).memory.logits_bytes_per_element
+        logits = per_logit * m.seq_length / p.cp * b * m.vocab_size / t
         items["activations.output_layer"] = 4 * sbh / sp_div + logits
     if p.recompute == "full" and layers:
         items["activations.recompute_working"] = max(

@@ -29,7 +29,7 @@ from simtrain.parallel.program import Program, Task
 from simtrain.parallel.schedules import get_schedule, split_backwards, stage_rank
 from simtrain.parallel.segments import SegmentPlan, segment_ops
 from simtrain.parallel.sharding import with_param_gathers
-from simtrain.parallel.stages import chunk_layers
+from simtrain.parallel.stages import chunk_layers, recomputed_layers
 from simtrain.specs.experiment import ExperimentSpec
 from simtrain.specs.framework_resolve import effective_zero_stage
 from simtrain.workload.ops import Op
@@ -214,8 +214,9 @@ def _chunk_ops(
         split = next(i for i, op in enumerate(head) if op.name == "cross_entropy") + 1
         forward += head[:split]
         backward += head[split:]
-    for ops in reversed(per_layer):
-        if recompute == "full":
+    full = recomputed_layers(layers, spec.parallel.recompute_layer_fraction)
+    for layer, ops in zip(reversed(layers), reversed(per_layer), strict=True):
+        if recompute == "full" and layer in full:
             backward += _recomputed(ops.forward)
         elif recompute == "selective":
             backward += _recomputed(ops.attention_core)
