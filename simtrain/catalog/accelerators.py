@@ -83,6 +83,8 @@ ACCELERATORS: dict[str, AcceleratorSpec] = {
                 "bf16": 2250 * TERA,
                 "fp16": 2250 * TERA,
                 "fp8": 4500 * TERA,
+                # MXFP8 runs on the FP8 tensor-core path (docs/references/numerics.md §MXFP8)
+                "mxfp8": 4500 * TERA,
                 "tf32": 1100 * TERA,
             },
             hbm_capacity_bytes=180e9,

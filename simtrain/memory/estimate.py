@@ -27,11 +27,18 @@ from dataclasses import dataclass, field
 
 from simtrain.catalog.frameworks import get_framework
 from simtrain.memory.activations import ACT_BYTES, MASK_BYTES, layer_activation_bytes, peak_inflight
-from simtrain.memory.model_states import WEIGHT_BYTES, rank_model_states, rank_params, rank_stages
+from simtrain.memory.model_states import (
+    WEIGHT_BYTES,
+    fp8_copy_bytes,
+    rank_model_states,
+    rank_params,
+    rank_stages,
+)
 from simtrain.parallel.schedules import Action, get_schedule
 from simtrain.parallel.stages import chunk_layers, recomputed_layers
 from simtrain.specs.experiment import ExperimentSpec
 from simtrain.specs.framework_resolve import effective_zero_stage
+from simtrain.workload.primitives import FP8_DTYPES
 
 
 @dataclass(frozen=True)
@@ -40,7 +47,8 @@ class MemoryEstimate:
 
     Attributes:
         stage: pipeline rank the estimate is for.
-        weights_bytes: 16-bit parameters (after ZeRO-3 sharding).
+        weights_bytes: 16-bit parameters (after ZeRO-3 sharding), plus the 8-bit copies of
+            the linear layers' weights under FP8 training.
         gradients_bytes: 16-bit gradients (after ZeRO-2 sharding).
         optimizer_bytes: fp32 master weights and moments (after ZeRO-1 sharding).
         activations_bytes: activations at the peak number of microbatches in flight.
@@ -128,8 +136,9 @@ def _activations(
     def mode(layer: int) -> str:
         return "none" if p.recompute == "full" and layer not in full else p.recompute
 
+    fp8 = spec.training.dtype in FP8_DTYPES
     per_layer = [
-        layer_activation_bytes(m, b, t, p.sp, mode(i), p.cp, m.is_moe_layer(i), flash)
+        layer_activation_bytes(m, b, t, p.sp, mode(i), p.cp, m.is_moe_layer(i), flash, fp8)
         for i in layers
     ]
     count = peak_inflight(actions)
@@ -140,6 +149,8 @@ def _activations(
         items["activations.embedding_dropout"] = (
             MASK_BYTES * sbh * peak_inflight(actions, {0}) / sp_div
         )
+    if 0 in stages and m.embedding_norm:  # the norm's input, kept for its backward
+        items["activations.embedding_norm"] = ACT_BYTES * sbh * peak_inflight(actions, {0}) / sp_div
     if p.pp * p.vpp - 1 in stages:
         # what the stack's loss keeps per logit (Korthikanti §4: 4 bytes, fp32 logits)
         per_logit = get_framework(spec.training.framework).memory.logits_bytes_per_element
@@ -147,7 +158,7 @@ def _activations(
         items["activations.output_layer"] = 4 * sbh / sp_div + logits
     if p.recompute == "full" and layers:
         items["activations.recompute_working"] = max(
-            layer_activation_bytes(m, b, t, p.sp, "none", p.cp, m.is_moe_layer(i), flash)
+            layer_activation_bytes(m, b, t, p.sp, "none", p.cp, m.is_moe_layer(i), flash, fp8)
             for i in layers
         )
     return items, chunk, count / p.vpp
@@ -194,6 +205,7 @@ def estimate_stage_memory(
     """Peak memory of pipeline rank ``stage`` (0-based); ``schedule`` saves rebuilding it."""
     actions = (schedule or _schedule(spec))[stage]
     states = rank_model_states(spec, stage)
+    fp8_copies = fp8_copy_bytes(spec, stage)
     activations, chunk, inflight = _activations(spec, stage, actions)
     buffers = _buffers(spec, stage)
     habits = get_framework(spec.training.framework).memory
@@ -205,6 +217,7 @@ def estimate_stage_memory(
     overhead = {k: v for k, v in overhead.items() if v > 0}
     breakdown = {
         "weights": states.weights,
+        **({"weights.fp8_copies": fp8_copies} if fp8_copies else {}),
         "gradients": states.gradients,
         "optimizer": states.optimizer,
         **activations,
@@ -213,7 +226,7 @@ def estimate_stage_memory(
     }
     return MemoryEstimate(
         stage=stage,
-        weights_bytes=states.weights,
+        weights_bytes=states.weights + fp8_copies,
         gradients_bytes=states.gradients,
         optimizer_bytes=states.optimizer,
         activations_bytes=sum(activations.values()),

@@ -32,15 +32,11 @@ from simtrain.parallel.sharding import with_param_gathers
 from simtrain.parallel.stages import chunk_layers, recomputed_layers
 from simtrain.specs.experiment import ExperimentSpec
 from simtrain.specs.framework_resolve import effective_zero_stage
+from simtrain.workload.linear import weight_cast_op
 from simtrain.workload.ops import Op
-from simtrain.workload.transformer import (
-    ACT_BYTES,
-    Shard,
-    embedding_ops,
-    head_ops,
-    layer_ops,
-    optimizer_op,
-)
+from simtrain.workload.optimizers import optimizer_op
+from simtrain.workload.primitives import FP8_DTYPES
+from simtrain.workload.transformer import ACT_BYTES, Shard, embedding_ops, head_ops, layer_ops
 
 GRAD_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 SHARD_AXIS = "dp_shard"  # pseudo-axis of a rank's ZeRO shard group (see _RankBuilder.group)
@@ -184,6 +180,7 @@ class _ChunkOps:
     backward_input: tuple[Op, ...]  # without weight gradients (for schedules with W)
     weight: tuple[Op, ...]  # the weight gradients alone
     layer_elements: dict[int, int]  # local weight elements per layer (-1: input embedding)
+    fp8_elements: int  # local weight elements of FP8 linear layers (cast once per step)
 
     @property
     def weight_elements(self) -> int:
@@ -255,6 +252,7 @@ def _chunk_ops(
         backward_input=tuple(backward_input),
         weight=weight,
         layer_elements={layer: sum(sizes) for layer, sizes in tensors.items()},
+        fp8_elements=sum(op.m * op.n * op.batch for op in weight if op.dtype in FP8_DTYPES),
     )
 
 
@@ -289,7 +287,9 @@ class _StepAssembler:
             spec.training.dtype,
             spec.training.attention_kernel,
             p.cp_algorithm,
+            spec.training.fp8_recipe or "delayed",  # the default recipe of dtype fp8
         )
+        self.fp8_recipe = shard.recipe
         self.chunks = [
             _chunk_ops(spec, shard, layers, c == 0, c == self.num_chunks - 1)
             for c, layers in enumerate(chunk_layers(model.num_layers, self.num_chunks))
@@ -395,7 +395,7 @@ class _StepAssembler:
         # FSDP and DeepSpeed reduce sharded gradients after every microbatch's backward.
         every_mb = self.zero_stage >= 2 and sharding.reduce_every_microbatch
         first_forward: dict[int, int] = {}  # chunk -> microbatch of its first forward
-        local_elements = 0
+        local_elements = fp8_elements = 0
         # A stage's gradients are complete after the last action on this rank that computes
         # its weight gradients (a W, or a B that is not split); DualPipe holds two stages.
         last_grad_action = {
@@ -433,6 +433,7 @@ class _StepAssembler:
                 self._send(rb, f"{pipeline}:B{chunk}:{mb}", chunk - 1, label, chunk, mb, after)
             if owns_grads:
                 local_elements += self.chunks[chunk].weight_elements
+                fp8_elements += self.chunks[chunk].fp8_elements
             if reduces:
                 per_layer = self.chunks[chunk].layer_elements
                 for layer, task in last_of_layer.items():
@@ -442,8 +443,12 @@ class _StepAssembler:
         grads.flush(rb.last_compute)
         shard_factor = len(grads.shard) if self.zero_stage >= 1 else 1
         rb.waiting += grads.tasks
-        optimizer = optimizer_op(local_elements / shard_factor, self.spec.training.optimizer)
-        rb.emit(segment_ops((optimizer,), False), "optimizer", -1, -1)
+        step: tuple[Op, ...] = (
+            optimizer_op(local_elements / shard_factor, self.spec.training.optimizer),
+        )
+        if fp8_elements:  # refresh the FP8 weight copies once per step
+            step += (weight_cast_op(fp8_elements, self.fp8_recipe),)
+        rb.emit(segment_ops(step, False), "optimizer", -1, -1)
         # ZeRO-3 gathers parameters layer by layer instead, and so does ZeRO-2 under FSDP
         # (in the next step's first forward).
         gathers_after = self.zero_stage == 1 or (

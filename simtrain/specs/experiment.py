@@ -128,11 +128,12 @@ class ExperimentSpec(Spec):
                     f"parallel.pp={p.pp} for the interleaved schedule"
                 )
         if p.pp > 1 and p.pipeline_schedule == "dualpipe" and p.dp is not None and not problems:
-            m = p.num_microbatches
-            if p.pp % 2 or m % 2 or m < 2 * p.pp:
+            microbatches = p.num_microbatches
+            if p.pp % 2 or microbatches % 2 or microbatches < 2 * p.pp:
                 problems.append(
                     f"parallel.pipeline_schedule=dualpipe needs an even parallel.pp (got {p.pp}) "
-                    f"and an even number of microbatches of at least 2*pp={2 * p.pp} (got {m})"
+                    "and an even number of microbatches of at least "
+                    f"2*pp={2 * p.pp} (got {microbatches})"
                 )
         if p.zero_shard_group_size is not None and p.dp is not None:
             check(
@@ -151,6 +152,11 @@ class ExperimentSpec(Spec):
                 )
         if p.cp > 1:
             check(must_divide("parallel.cp*2", 2 * p.cp, "model.seq_length", m.seq_length))
+            if m.sliding_window is not None and p.cp_algorithm == "ring":
+                problems.append(
+                    f"parallel.cp_algorithm=ring with parallel.cp={p.cp} cannot run "
+                    f"model.sliding_window={m.sliding_window} (use all_gather or ulysses)"
+                )
             if p.cp_algorithm == "ulysses":
                 check(must_divide("parallel.cp", p.cp, "model.num_heads/tp", m.num_heads // p.tp))
         if p.ep > 1:

@@ -127,7 +127,7 @@ class FrameworkProfile(Spec):
     """Default attention implementation."""
     attention_kernels: tuple[AttentionKernel, ...]
     """Attention implementations the stack has."""
-    dtypes: tuple[Literal["bf16", "fp16", "fp8"], ...]
+    dtypes: tuple[Literal["bf16", "fp16", "fp8", "mxfp8"], ...]
     """Training dtypes the stack supports."""
     grad_reduce_dtype: GradReduceDtype
     """Default dtype of the data-parallel gradient reduction."""
