@@ -14,12 +14,10 @@ _COLL = "shared/reference/collectives.md"
 _AMD = "docs/references/amd.md"
 _TPU = "docs/references/tpu.md"
 _NET = "docs/references/networks.md"
-# Per-step latency of a ring collective over NVLink, fitted on the two points of vTrain's
-# measured 8 x A100 all-reduce table (shared/reference/vtrain-measured-runs.md): 8.19 ms at
-# 1 GiB gives busbw 229 GB/s; 92.8 µs at 1 MiB then leaves 92.8 - 1.75 * 1 MiB / 229 GB/s
-# = 84.8 µs of latency over 2 * (8 - 1) = 14 steps, 6.06 µs per step. (NCCL's own model,
-# collectives.md §6.3, gives 8.4 µs + 14 x 3.4 µs = 56 µs for the Simple protocol.)
-NVLINK_LAT_S = (92.8e-6 - 1.75 * 2**20 / 229e9) / 14
+# NCCL's Simple-protocol hardware latency per ring step over NVLink, collectives.md §6.3
+# version A (3.4 µs). What a real machine adds per call (launch, synchronisation) is fitted
+# per accelerator family in simtrain/catalog/collective_calibrations/.
+NVLINK_LAT_S = 3.4e-6
 # NCCL's Simple-protocol hardware latencies, collectives.md §6.3 version A: PCI 5.7 µs and
 # NET 14 µs per step (Simple is the protocol NCCL picks for the large messages of training).
 PCI_LAT_S = 5.7e-6

@@ -2,8 +2,9 @@
 
 ``topology`` summarises (and for small clusters draws) the wired network of a cluster file;
 ``collective`` prints an nccl-tests-style table of one collective over a range of sizes,
-timed with the flow-level model. A topology argument is a YAML file with a top-level
-``cluster:`` section (a preset in ``topologies/`` or an experiment), or a preset's name.
+timed with the default closed-form model or the flow-level model. A topology argument is a
+YAML file with a top-level ``cluster:`` section (a preset in ``topologies/`` or an
+experiment), or a preset's name.
 """
 
 from __future__ import annotations
@@ -186,7 +187,8 @@ def collective(
         str,
         typer.Option(
             "--algo",
-            help="ring, tree, hierarchical, halving_doubling, direct, nvls, sharp, torus or auto.",
+            help="ring, tree, nvls, nvls_tree, sharp, torus, hierarchical, halving_doubling, "
+            "direct or auto.",
         ),
     ] = "auto",
     sizes: Annotated[
@@ -195,17 +197,25 @@ def collective(
     protocol: Annotated[
         str, typer.Option("--protocol", help="auto, simple, ll128, ll or none.")
     ] = "auto",
+    network: Annotated[
+        str,
+        typer.Option(
+            "--network",
+            help="nccl (closed form, the default of simtrain run) or flow (flows on the links).",
+        ),
+    ] = "nccl",
     as_json: Annotated[
         bool, typer.Option("--json", help="Print JSON to stdout instead of a table.")
     ] = False,
 ) -> None:
-    """Time one collective over a range of sizes with the flow-level network model.
+    """Time one collective over a range of sizes with a network model.
 
-    Prints an nccl-tests-style table (size, time, algbw, busbw, algorithm).
+    Prints an nccl-tests-style table (size, time, algbw, busbw, algorithm, protocol).
 
     Example: simtrain collective --topology dgx-h100-superpod --ranks 8 --sizes 1M:4G
     """
     from simtrain.network.flow_model import FlowNetworkModel
+    from simtrain.network.nccl import NcclNetwork
 
     size_list = parse_sizes(sizes)
     cluster = load_cluster(topology_file)
@@ -214,7 +224,10 @@ def collective(
             f"'--ranks' must be between 1 and the topology's {cluster.num_gpus} devices "
             f"(got {ranks})"
         )
-    model = FlowNetworkModel.from_cluster(cluster, algorithm=algo, protocol=protocol)
+    models = {"nccl": NcclNetwork, "flow": FlowNetworkModel}
+    if network not in models:
+        raise SpecError(f"'--network' must be one of nccl, flow (got {network!r})")
+    model = models[network].from_cluster(cluster, algorithm=algo, protocol=protocol)
     group = list(range(ranks))
     factor = BUSBW_FACTOR.get(op, lambda n: 1.0)(ranks)
     rows = []
@@ -232,12 +245,11 @@ def collective(
             }
         )
     if as_json:
-        keys = ("size_bytes", "time_s", "algbw_gbps", "busbw_gbps", "algo")
-        typer.echo(json.dumps([{k: row[k] for k in keys} for row in rows], indent=2))
+        typer.echo(json.dumps(rows, indent=2))
         return
     from rich.table import Table
 
-    table = Table(title=f"{op} on {ranks} ranks of {topology_file} (flow model)")
+    table = Table(title=f"{op} on {ranks} ranks of {topology_file} ({network} model)")
     for column in ("size", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "algo", "protocol"):
         table.add_column(column, justify="right")
     for row in rows:

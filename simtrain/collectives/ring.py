@@ -20,7 +20,7 @@ from math import gcd
 
 import numpy as np
 
-from simtrain.collectives.base import GroupLayout, Schedule, pipeline_chunks, register
+from simtrain.collectives.base import GroupLayout, Schedule, pipelined_phases, register
 from simtrain.network.flow import Phase
 from simtrain.topology.base import Topology
 
@@ -60,29 +60,28 @@ def ring(kind: str, devices: np.ndarray, size_bytes: float, topology: Topology) 
     orders = ring_orders(GroupLayout.of(devices, topology), topology)
     channels = len(orders)
     if kind in ("broadcast", "reduce"):
-        return Schedule((chain_phase(kind, devices, orders, size_bytes),))
+        return Schedule(chain_phases(kind, devices, orders, size_bytes))
     src, dst = ring_step(devices, orders)
     steps = 2 * (n - 1) if kind == "all_reduce" else n - 1
     return Schedule((Phase.of(src, dst, size_bytes / (n * channels), repeat=steps),))
 
 
-def chain_phase(
+def chain_phases(
     kind: str, devices: np.ndarray, orders: list[np.ndarray], size_bytes: float
-) -> Phase:
+) -> tuple[Phase, Phase]:
     """Pipelined chain from group rank 0 along each ring (reversed for reduce)."""
     n = devices.size
     channels = len(orders)
-    chunks = pipeline_chunks(size_bytes / channels)
     srcs, dsts = [], []
     for order in orders:
         chain = np.roll(order, -int(np.flatnonzero(order == 0)[0]))
         a, b = devices[chain[:-1]], devices[chain[1:]]
         srcs.append(a if kind == "broadcast" else b)
         dsts.append(b if kind == "broadcast" else a)
-    return Phase.of(
+    return pipelined_phases(
         np.concatenate(srcs),
         np.concatenate(dsts),
-        size_bytes / (channels * chunks),
-        repeat=chunks + n - 2,
+        size_bytes / channels,
+        depth=n - 1,
         latency_count=n - 1,
     )

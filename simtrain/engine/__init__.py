@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from simtrain.compute.roofline import ComputeModel
 from simtrain.engine.core import EngineResult, execute
-from simtrain.engine.timing import task_durations
+from simtrain.engine.timing import collective_choices, task_durations
 from simtrain.network.base import NetworkModel
 from simtrain.parallel.program import Program
 
-__all__ = ["EngineResult", "execute", "run_program", "task_durations"]
+__all__ = ["EngineResult", "collective_choices", "execute", "run_program", "task_durations"]
 
 
 def run_program(

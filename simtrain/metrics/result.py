@@ -69,6 +69,8 @@ class SimulationResult:
             timing its tasks excluded).
         wall_time_s: host seconds the simulation took (build + replay).
         version: simtrain version that produced the result.
+        comm_choices: (algorithm, protocol) of each task's communication, as the network
+            model chose them (empty strings for compute tasks).
     """
 
     spec: ExperimentSpec
@@ -86,6 +88,7 @@ class SimulationResult:
     replay_wall_s: float = 0.0
     wall_time_s: float = 0.0
     version: str = ""
+    comm_choices: list[tuple[str, str]] = field(default_factory=list, repr=False)
 
     @property
     def num_gpus(self) -> int:

@@ -28,7 +28,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from simtrain.catalog import get_accelerator, get_link
-from simtrain.network.base import CollectiveKind
+from simtrain.network.base import CollectiveKind, CollectiveTiming
 from simtrain.specs.cluster import ClusterSpec
 from simtrain.specs.hardware import LinkSpec
 
@@ -96,6 +96,17 @@ class AlphaBetaNetwork:
             raise ValueError(f"unknown collective kind {kind!r}")
         self._cache[key] = time_s
         return time_s
+
+    def time_collective(
+        self, kind: str, ranks: Sequence[int], size_bytes: float
+    ) -> CollectiveTiming:
+        """Time of one collective, as a ring (direct all-to-all, one transfer for send/recv)."""
+        if kind == "send_recv" and len(ranks) == 2:
+            time_s = self.p2p_time_s(ranks[0], ranks[1], size_bytes)
+        else:
+            time_s = self.collective_time_s(kind, ranks, size_bytes)  # type: ignore[arg-type]
+        algorithm = {"all_to_all": "direct", "send_recv": "p2p"}.get(kind, "ring")
+        return CollectiveTiming(time_s, algorithm if time_s > 0 else "none", "none")
 
     def _all_to_all_s(self, ranks: Sequence[int], size_bytes: float) -> float:
         """Bandwidth term of a direct all-to-all: each rank sends size/n to every other."""

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field
 
 from simtrain.specs.base import Spec
+from simtrain.specs.mesh import MeshSpec
 
 
 class MeshAxis(str, Enum):
@@ -82,6 +83,9 @@ class ParallelSpec(Spec):
     framework profile (Megatron-Core: 40M fp32 elements = 160 MB; PyTorch DDP: 25 MiB)."""
     rank_order: str = "tp-cp-ep-dp-pp"
     """Order of mesh axes from innermost (adjacent ranks) to outermost."""
+    mesh: MeshSpec | None = None
+    """A MaxText/GSPMD named mesh (ici_fsdp, ici_tp, ici_dp inside a TPU slice; dcn_dp across
+    slices) that sets tp, dp, zero_stage and zero_shard_group_size; omit to set those here."""
 
     @property
     def num_microbatches(self) -> int:

@@ -56,9 +56,13 @@ class TopologySpec(Spec):
     of every leaf; omit for switch_radix / 2."""
     torus_shape: tuple[int, int, int] = (4, 4, 4)
     """X x Y x Z chips of a torus_3d slice (TPU v4 cube = 4x4x4; OCS joins cubes into
-    larger shapes); torus_3d only. Its product must equal cluster.num_gpus."""
+    larger shapes; a 2D v5e pod is 16x16x1); torus_3d only."""
     torus_wraparound: bool = True
     """Wrap-around links in every dimension (a torus) rather than an open mesh."""
+    num_slices: int = Field(default=1, ge=1, le=4096)
+    """TPU slices of torus_shape each, joined by the data-centre network (DCN: the cluster's
+    scale-out link, one port per host of gpus_per_node chips); torus_3d only.
+    cluster.num_gpus must equal num_slices times the chips of torus_shape."""
     num_groups: int | None = Field(default=None, ge=1, le=4096)
     """Dragonfly groups of the machine (Frontier: 74, LUMI-G: 20); omit for the fewest that
     hold the cluster. Groups beyond the cluster's still carry Valiant detours; dragonfly only."""

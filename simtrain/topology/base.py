@@ -129,12 +129,18 @@ class Topology:
     """Fabric inside a node: nvswitch, p2p_mesh, pcie, or none (torus chips)."""
     sharp: ClosFabric | None = None
     """The scale-out Clos when its switches reduce in-network (InfiniBand SHARP)."""
+    clos: ClosFabric | None = None
+    """The scale-out Clos (leaves, spines, cores), whether or not it reduces; None for a
+    single node or a torus."""
     torus_shape: tuple[int, int, int] | None = None
     """X x Y x Z of a torus with wrap-around (device i at x + X(y + Yz)); None otherwise."""
     nvls_switch: np.ndarray | None = None
     """Per node, the graph index of its NVSwitch when it can reduce in-network (NVLS)."""
     details: dict[str, str] = field(default_factory=dict)
     """Human-readable facts (tiers, switch counts, links used) for ``simtrain topology``."""
+    chips_per_slice: int | None = None
+    """Chips of one ICI slice of a torus_3d topology (slice s holds chips s*C .. s*C+C-1);
+    None for other kinds."""
     ring_order: Callable[[np.ndarray], np.ndarray] | None = None
     """Given local device indices of one node, the order a ring should visit them in (a
     wired node's widest ring); None when any order is as good (switched or uniform fabrics)."""

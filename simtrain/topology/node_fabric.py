@@ -54,7 +54,8 @@ def default_node_fabric(scale_up_link: str, gpus_per_node: int = 0) -> str:
         return wiring
     if scale_up_link.startswith("nvlink"):
         return "nvswitch"
-    if scale_up_link.startswith("infinity-fabric"):
+    if scale_up_link.startswith(("infinity-fabric", "ici")):
+        # TPU chips of one host outside a torus slice reach each other over ICI directly.
         return "p2p_mesh"
     if scale_up_link.startswith("pcie"):
         return "pcie"
