@@ -83,7 +83,12 @@ def test_fsdp_reduces_every_microbatch_megatron_once():
 
 @pytest.mark.parametrize("framework", ["pytorch-fsdp1", "deepspeed"])
 def test_zero3_throughput_per_gpu_falls_as_dp_grows_at_fixed_batch(framework):
-    """ZeRO-3, one sequence per GPU per microbatch, global batch 4,096, fat-tree cluster."""
+    """ZeRO-3, one sequence per GPU per microbatch, global batch 4,096, fat-tree cluster.
+
+    Per-GPU throughput falls under every stack; DeepSpeed's per-tensor gathers, each paying
+    the latency of a 4,096-rank collective and too large for its prefetch bucket, fall
+    several times over, FSDP's per-layer gathers stay mostly hidden.
+    """
     per_gpu = []
     for dp in (64, 256, 1024, 4096):
         spec = load_experiment(
@@ -101,4 +106,5 @@ def test_zero3_throughput_per_gpu_falls_as_dp_grows_at_fixed_batch(framework):
         )
         per_gpu.append(simulate(spec).summary()["tokens_per_s"] / dp)
     assert all(b < a for a, b in itertools.pairwise(per_gpu)), per_gpu
-    assert per_gpu[-1] < 0.6 * per_gpu[0], per_gpu
+    if framework == "deepspeed":
+        assert per_gpu[-1] < 0.5 * per_gpu[0], per_gpu
