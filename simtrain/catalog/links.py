@@ -1,25 +1,27 @@
 """Built-in links: scale-up fabrics (per device) and scale-out NICs (per port).
 
-Bandwidths are line rates per direction from ``shared/reference/hardware.md`` §7.2-7.3.
+Bandwidths are line rates per direction from ``docs/references/hardware.md`` §7.2 and §7.3.
 ``efficiency`` is the measured fraction of line rate that NCCL reaches for large messages,
-from ``shared/reference/collectives.md`` §6.1-6.2; latencies are per ring step (see below).
+from ``docs/references/collectives.md`` §6.1 and §6.2; latencies are per ring step (see below).
 """
 
 from __future__ import annotations
 
 from simtrain.specs.hardware import LinkSpec
 
-_HW = "shared/reference/hardware.md"
-_COLL = "shared/reference/collectives.md"
+_HW = "docs/references/hardware.md"
+_COLL = "docs/references/collectives.md"
 _AMD = "docs/references/amd.md"
 _TPU = "docs/references/tpu.md"
 _NET = "docs/references/networks.md"
-# NCCL's Simple-protocol hardware latency per ring step over NVLink, collectives.md §6.3
-# version A (3.4 µs). What a real machine adds per call (launch, synchronisation) is fitted
-# per accelerator family in simtrain/catalog/collective_calibrations/.
+# NCCL's Simple-protocol hardware latency per ring step over NVLink,
+# docs/references/collectives.md §6.3 version A (3.4 µs). What a real machine adds per call
+# (launch, synchronisation) is fitted per accelerator family in
+# simtrain/catalog/collective_calibrations/.
 NVLINK_LAT_S = 3.4e-6
-# NCCL's Simple-protocol hardware latencies, collectives.md §6.3 version A: PCI 5.7 µs and
-# NET 14 µs per step (Simple is the protocol NCCL picks for the large messages of training).
+# NCCL's Simple-protocol hardware latencies, docs/references/collectives.md §6.3 version A:
+# PCI 5.7 µs and NET 14 µs per step (Simple is the protocol NCCL picks for the large messages
+# of training).
 PCI_LAT_S = 5.7e-6
 NET_LAT_S = 14e-6
 # Infinity Fabric (xGMI) link of MI250X: 16 bits at 25 GT/s, 50 GB/s per direction; a dual
@@ -34,9 +36,10 @@ SLINGSHOT_EFFICIENCY = 23.82 / 25
 # experiments/calibration/slingshot.py on the one measured 2-node RCCL point (busbw 85 GB/s
 # at 128 MiB, networks.md §1.3) given the NIC bandwidth above.
 SLINGSHOT_STEP_LATENCY_S = 10.65e-6
-# NDR efficiency: 47 GB/s measured (46-48, collectives.md §6.2) of a 50 GB/s line rate.
+# NDR efficiency: 47 GB/s measured (46-48, docs/references/collectives.md §6.2) of a 50 GB/s
+# line rate.
 NDR_EFFICIENCY = 47 / 50
-# NVLink4 ring: ≈370 GB/s busbw of 450 GB/s per direction (collectives.md §6.1).
+# NVLink4 ring: ≈370 GB/s busbw of 450 GB/s per direction (docs/references/collectives.md §6.1).
 NVLINK4_EFFICIENCY = 370 / 450
 
 LINKS: dict[str, LinkSpec] = {

@@ -8,7 +8,7 @@ reverse. Each stage along a dimension of n chips takes n-1 ring steps.
 
 On a 16x16x16 TPU v4 pod every link is busy all the time: all-reduce bus bandwidth
 ≈ 6 links x 44.8 GB/s = 269 GB/s per chip, i.e. 4,096 x 269 GB/s = 1.1 PB/s, the published
-pod all-reduce bandwidth (``shared/reference/hardware.md`` §7.1, TPU v4 row), from link
+pod all-reduce bandwidth (``docs/references/hardware.md`` §7.1, TPU v4 row), from link
 rates that also reproduce the published 24 TB/s bisection (``topology/torus.py``).
 """
 

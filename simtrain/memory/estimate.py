@@ -3,11 +3,12 @@
 The peak of a rank is reached when its schedule holds the most microbatches in flight (taken
 from the schedule's action lists, :func:`~simtrain.memory.activations.peak_inflight`; 1F1B
 gives p-i on stage i, GPipe m, interleaved p·(1 + (p-1)/(p·v)) on the first rank,
-``pipeline-theory.md`` §9). On top of the layers' activations come Korthikanti's extra terms
-(training-runs.md §2.4): the embedding dropout mask on the rank of stage 0 (s·b·h per
-microbatch in flight, /t under SP) and the final norm, output layer and fp32 logits on the rank
-of the last stage (4·s·b·h/t·(1 + V/h), for the one microbatch between its forward and loss
-backward). Full recompute adds one layer's rematerialised activations during a backward.
+``docs/references/pipeline-theory.md`` §9). On top of the layers' activations come
+Korthikanti's extra terms (docs/references/training-runs.md §2.4): the embedding dropout mask
+on the rank of stage 0 (s·b·h per microbatch in flight, /t under SP) and the final norm,
+output layer and fp32 logits on the rank of the last stage (4·s·b·h/t·(1 + V/h), for the one
+microbatch between its forward and loss backward). Full recompute adds one layer's
+rematerialised activations during a backward.
 
 Buffers: pipeline send/receive of activations and gradients (4·2·s·b·h, /t under SP), the
 sequence-parallel all-gather buffer (2·s·b·h), the data-parallel bucket being reduced when

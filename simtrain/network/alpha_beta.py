@@ -6,7 +6,7 @@ group that spans nodes is limited by the slower of the scale-up fabric and the n
 usable by the group: with k group members per node, NCCL runs one ring per NIC and each ring
 crosses every node boundary once, so the node's share of ring traffic leaves through
 min(k, NICs) NICs. For 2 x DGX A100 with 8 HDR NICs that gives min(230, 8 x 24) = 192 GB/s
-busbw, the measured figure in ``shared/reference/collectives.md`` §6.2.
+busbw, the measured figure in ``docs/references/collectives.md`` §6.2.
 
 Ring costs (n ranks, bandwidth B, per-step latency α; sizes as in ``network.base``):
 

@@ -8,8 +8,8 @@ def chunk_layers(num_layers: int, num_chunks: int) -> list[range]:
 
     When the layers do not divide evenly, the chunks that carry the LM head and the input
     embedding get one layer fewer first (last chunk, then first, then second-to-last, ...),
-    as Llama 3 arranges its 126 layers over 16 stages (``training-runs.md``: "the first and
-    last stages each hold one layer fewer").
+    as Llama 3 arranges its 126 layers over 16 stages (``docs/references/training-runs.md``
+    §3.3: the first and the last stage each hold one layer fewer).
 
     Examples:
         >>> [len(r) for r in chunk_layers(126, 16)]

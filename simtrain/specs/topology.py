@@ -4,7 +4,7 @@ One spec covers every family; each field says which kinds read it, and the topol
 warns when a field is set that the chosen kind never reads. Fields of switch tiers that a
 small cluster does not need (a preset scaled down to one pod) are ignored without a warning.
 The defaults describe a full-bisection two- or three-tier fat-tree of 64-port switches
-(NVIDIA Quantum-2 has 64 x 400G ports, ``shared/reference/hardware.md`` §7.3).
+(NVIDIA Quantum-2 has 64 x 400G ports, ``docs/references/hardware.md`` §7.3).
 """
 
 from __future__ import annotations

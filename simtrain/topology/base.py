@@ -8,7 +8,7 @@ the same data as a networkx ``DiGraph`` for inspection, drawing and min-cut chec
 
 Latency convention: the link a transfer enters the fabric by (device to switch, NIC to leaf,
 device to device) carries the per-step latency of the catalog link, which NCCL measures end to
-end (``shared/reference/collectives.md`` §6.3 ``hwLat``); switch-to-switch links carry none.
+end (``docs/references/collectives.md`` §6.3 ``hwLat``); switch-to-switch links carry none.
 The latency of a route is the sum over its links.
 
 Routes are rows of link ids padded with -1 (holes allowed anywhere), built in bulk by the

@@ -117,6 +117,15 @@ def test_bad_sizes(capsys):
     assert_one_line_error(code, err, "'--sizes'")
 
 
+def test_topology_png_draws_a_large_preset_and_a_bad_path_fails_before_the_table(capsys, tmp_path):
+    png = tmp_path / "superpod.png"
+    code, out, err = run(capsys, "topology", "dgx-h100-superpod", "--png", str(png))
+    assert code == 0 and png.stat().st_size > 10_000 and err == ""
+    assert "spine switches" in out and f"wrote {png}" in out
+    code, out, err = run(capsys, "topology", "dgx-h100-superpod", "--png", "/nonexistent/x.png")
+    assert code == 2 and out == "" and err.startswith("error: ") and len(err.splitlines()) == 1
+
+
 @pytest.mark.parametrize("network", ["nccl", "flow"])
 def test_collective_json_protocol_matches_the_table(capsys, network):
     argv = ["collective", "--topology", "dgx-a100-superpod", "--ranks", "8", "--sizes", "4K:16M"]

@@ -98,6 +98,7 @@ def test_p2p_sends_are_flows_bound_inside_their_slices(trace):
     assert all(pair["s"]["ts"] <= pair["f"]["ts"] for pair in by_id.values())
 
 
+@pytest.mark.needs_extra("perfetto")
 def test_loads_in_perfetto_trace_processor(result, trace, tmp_path):
     # The perfetto package downloads its native trace_processor_shell on first use; tests
     # must not fetch binaries, so this runs only with a local binary named by the variable.
