@@ -30,12 +30,16 @@ NET_LAT_S = 14e-6
 MI250X_IF_LINK_BYTES_PER_S = 50e9
 MI250X_RING_LINKS = 2
 MI250X_IF_EFFICIENCY = 76 / 100
+# MI300X: seven rings that share no link use all 7 Infinity Fabric links of a GPU, so the
+# ring bus bandwidth is 7 x 64 GB/s x efficiency; RCCL measures 316.82 GB/s at 8 GiB on one
+# ND MI300X v5 node (docs/references/amd.md §4.2), the point this efficiency is fitted on.
+MI300X_IF_EFFICIENCY = 316.82 / 448
 # Slingshot-11: osu_bw moves 23,820 MB/s per NIC on LUMI-G (networks.md §1.2) of 25 GB/s.
 SLINGSHOT_EFFICIENCY = 23.82 / 25
 # Per-step latency of a ring over Slingshot-11 NICs, fitted by
 # experiments/calibration/slingshot.py on the one measured 2-node RCCL point (busbw 85 GB/s
 # at 128 MiB, networks.md §1.3) given the NIC bandwidth above.
-SLINGSHOT_STEP_LATENCY_S = 10.65e-6
+SLINGSHOT_STEP_LATENCY_S = 10.37e-6
 # NDR efficiency: 47 GB/s measured (46-48, docs/references/collectives.md §6.2) of a 50 GB/s
 # line rate.
 NDR_EFFICIENCY = 47 / 50
@@ -105,8 +109,10 @@ LINKS: dict[str, LinkSpec] = {
             kind="scale_up",
             bandwidth_bytes_per_s=448e9,
             latency_s=NVLINK_LAT_S,
-            efficiency=0.7,
-            source=f"{_HW} §7.1 (7 x 128 GB/s = 896 GB/s bidirectional); efficiency 0.7 assumed",
+            efficiency=MI300X_IF_EFFICIENCY,
+            source=f"{_HW} §7.1 (7 x 128 GB/s = 896 GB/s bidirectional, 448 per direction); "
+            f"efficiency fitted on the 8 GiB point of the measured RCCL all-reduce curve, "
+            f"{_AMD} §4.2 (experiments/calibration/rccl_mi300x.py)",
         ),
         LinkSpec(
             name="ici-v4",

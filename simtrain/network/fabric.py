@@ -35,7 +35,8 @@ What the figures mean, so that new kinds agree with the built-in ones:
   their class (``nvlink``, ``pci``, ``net``, ``ici``), which selects NCCL's latencies.
 
 Built-in views: :mod:`simtrain.network.fabric_clos` (single node, fat-tree, rail-optimized,
-rail-only) and :mod:`simtrain.network.fabric_torus` (3D torus).
+rail-only), :mod:`simtrain.network.fabric_torus` (TPU slices and DCN) and
+:mod:`simtrain.network.fabric_dragonfly` (dragonfly).
 """
 
 from __future__ import annotations
@@ -140,7 +141,7 @@ def group_fabric(topology: Topology, cluster: ClusterSpec, devices: np.ndarray) 
     which without a Clos (``Topology.clos``) sees the scale-out network as non-blocking.
     """
     # Importing the built-in views registers them (kept out of import time of this module).
-    from simtrain.network import fabric_clos, fabric_torus  # noqa: F401
+    from simtrain.network import fabric_clos, fabric_dragonfly, fabric_torus  # noqa: F401
 
     view = FABRIC_VIEWS.get(topology.kind, fabric_clos.clos_view)
     return view(topology, cluster, np.asarray(devices, dtype=np.int64))
