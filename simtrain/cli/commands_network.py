@@ -18,6 +18,7 @@ import typer
 
 from simtrain.cli.app import app, console, show
 from simtrain.cli.commands_core import MaxElementsOption
+from simtrain.cli.values import integer
 from simtrain.errors import SpecError
 from simtrain.limits import MAX_TOPOLOGY_ELEMENTS, check_limit, check_topology
 from simtrain.paths import data_dir, image_file
@@ -122,19 +123,27 @@ def topology(
             "width; large clusters are drawn aggregated.",
         ),
     ] = None,
+    seed: Annotated[
+        int, typer.Option("--seed", min=0, help="Seed of the ECMP hash that picks flow paths.")
+    ] = 0,
     max_topology_elements: MaxElementsOption = MAX_TOPOLOGY_ELEMENTS,
 ) -> None:
     """Print the devices, switches, links and bisection bandwidth of a cluster's network.
 
+    On a Clos it also measures the bisection a permutation across the cut achieves with
+    hashed ECMP routing and with adaptive routing (flow model).
+
     Example: simtrain topology topologies/dgx-h100-superpod.yaml --png net.png
     """
+    from simtrain.network.bisection import bisection_report
     from simtrain.topology import build_topology
 
+    integer(seed, "--seed", 0, 2**63 - 1, "a signed 64-bit integer")
     check_limit(max_topology_elements, "--max-topology-elements")
     image = image_file(png, "--png") if png is not None else None
     cluster = load_cluster(file)
     check_topology(cluster, max_topology_elements)
-    topo = build_topology(cluster)
+    topo = build_topology(cluster, seed)
     if image is not None:  # drawn first: a bad path fails before any table is printed
         from simtrain.report.topology_plot import topology_figure
 
@@ -143,7 +152,17 @@ def topology(
             f"{topo.num_devices:,} × {cluster.accelerator}"
         )
         topology_figure(topo, title).savefig(image, dpi=130)
-    show(topology_table(file, cluster.accelerator, topo))
+    table = topology_table(file, cluster.accelerator, topo)
+    report = bisection_report(cluster, seed)
+    if report is not None:
+        for name, achieved, share in (
+            (f"ECMP hashing, seed {seed}", report.ecmp_bytes_per_s, report.ecmp_share),
+            ("adaptive routing", report.adaptive_bytes_per_s, report.adaptive_share),
+        ):
+            table.add_row(
+                f"achieved, {name}", f"{achieved / 1e12:,.2f} TB/s ({share:.0%} of nominal)"
+            )
+    show(table)
     if png is not None:
         console.print(f"wrote {png}", markup=False, soft_wrap=True)
 
@@ -210,6 +229,17 @@ def collective(
             help="nccl (closed form, the default of simtrain run) or flow (flows on the links).",
         ),
     ] = "nccl",
+    routing: Annotated[
+        str | None,
+        typer.Option(
+            "--routing",
+            help="Flow model on a Clos: ecmp (hashed paths, collisions) or adaptive "
+            "(least-loaded paths); default: the file's cluster.topology.clos_routing.",
+        ),
+    ] = None,
+    seed: Annotated[
+        int, typer.Option("--seed", min=0, help="Seed of the ECMP hash (flow model).")
+    ] = 0,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print JSON to stdout instead of a table.")
     ] = False,
@@ -225,6 +255,7 @@ def collective(
     from simtrain.network.nccl import NcclNetwork
 
     size_list = parse_sizes(sizes)
+    integer(seed, "--seed", 0, 2**63 - 1, "a signed 64-bit integer")
     check_limit(max_topology_elements, "--max-topology-elements")
     if op not in COLLECTIVE_OPS:
         raise SpecError(f"'--op' must be one of {', '.join(COLLECTIVE_OPS)} (got {op[:40]!r})")
@@ -235,14 +266,21 @@ def collective(
             f"(got {ranks})"
         )
     check_topology(cluster, max_topology_elements)
-    models = {"nccl": NcclNetwork, "flow": FlowNetworkModel}
-    if network not in models:
+    if network not in ("nccl", "flow"):
         raise SpecError(f"'--network' must be one of nccl, flow (got {network[:40]!r})")
+    if routing is not None:
+        if routing not in ("ecmp", "adaptive"):
+            raise SpecError(f"'--routing' must be one of ecmp, adaptive (got {routing!r})")
+        spec = cluster.topology.model_copy(update={"clos_routing": routing})
+        cluster = cluster.model_copy(update={"topology": spec})
     group = list(range(ranks))
     factor = BUSBW_FACTOR.get(op, lambda n: 1.0)(ranks)
     rows = []
     try:
-        model = models[network].from_cluster(cluster, algorithm=algo, protocol=protocol)
+        if network == "flow":
+            model = FlowNetworkModel.from_cluster(cluster, algo, protocol, seed=seed)
+        else:
+            model = NcclNetwork.from_cluster(cluster, algorithm=algo, protocol=protocol)
         timings = [model.time_collective(op, group, size) for size in size_list]
     except SpecError as exc:  # name the flags the user typed, not the API's arguments
         message = str(exc).replace("'algo'", "'--algo'").replace("'protocol'", "'--protocol'")
