@@ -113,7 +113,9 @@ class MemoryHabits(Spec):
     )
     """Caching-allocator reserve over allocated bytes (fragmentation), as a fraction of the
     activations' and buffers' peak (the bytes that come and go during a step)."""
-    near_limit_fraction: float = Field(ge=0, le=0.25)
+    near_limit_fraction: float = bounded(
+        ge=0, le=0.25, why="a quarter of the capacity is no longer near the limit"
+    )
     """Half-width of the near-limit band around the capacity, as a fraction of it: within
     it the verdict is 'near_limit' (may or may not fit) instead of a hard fits / out of
     memory, because the memory model is not more precise than that for the stack."""
