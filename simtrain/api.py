@@ -6,9 +6,12 @@ import time
 import warnings
 from importlib.metadata import PackageNotFoundError, version
 
+import numpy as np
+
 from simtrain.catalog import cluster_links, get_accelerator
 from simtrain.compute.roofline import RooflineComputeModel, check_dtype
 from simtrain.engine import collective_choices, run_program
+from simtrain.engine.variability import speed_factors
 from simtrain.limits import MAX_TASKS, MAX_TOPOLOGY_ELEMENTS, check_tasks, check_topology
 from simtrain.memory import estimate_memory
 from simtrain.metrics.flops import step_flops
@@ -77,6 +80,7 @@ def network_model_for(spec: ExperimentSpec) -> NetworkModel:
 def simulate(
     spec: ExperimentSpec,
     full: bool | None = None,
+    repeat: int = 1,
     *,
     max_tasks: int = MAX_TASKS,
     max_topology_elements: int = MAX_TOPOLOGY_ELEMENTS,
@@ -87,6 +91,9 @@ def simulate(
         spec: a validated experiment (see :func:`load_experiment`).
         full: simulate every rank instead of one per symmetry class; defaults to
             ``spec.simulation.full``.
+        repeat: steps to replay, each with its own draw of rank speeds
+            (``simulation.variability``) from the one generator seeded by ``spec.seed``; the
+            result's timeline is the first, ``step_times_s`` holds them all.
         max_tasks: refuse a program estimated above this many tasks (:mod:`simtrain.limits`).
         max_topology_elements: refuse a network (nccl and flow models) above this many
             elements.
@@ -104,7 +111,13 @@ def simulate(
     program = build_program(spec, full)
     compute = RooflineComputeModel(acc, spec.training.dtype)
     network = network_model_for(spec)
-    engine = run_program(program, compute, network)
+    variability = spec.simulation.variability
+    rng = np.random.default_rng(spec.seed)
+    runs = []
+    for _ in range(max(1, repeat)):
+        speed = speed_factors(program.weights, variability, rng) if variability.active else None
+        runs.append(run_program(program, compute, network, speed))
+    engine = runs[0]
     memory = estimate_memory(spec, acc.hbm_capacity_bytes)
     return SimulationResult(
         spec=spec,
@@ -126,6 +139,7 @@ def simulate(
         num_events=engine.num_events,
         replay_wall_s=engine.replay_wall_s,
         comm_choices=collective_choices(program, network),
+        step_times_s=tuple(run.step_time_s for run in runs),
         wall_time_s=time.perf_counter() - began,
         version=simtrain_version(),
     )
