@@ -73,6 +73,10 @@ class ParallelSpec(Spec):
     overlap_grad_reduce: bool | None = None
     """Overlap the data-parallel gradient reduction with the backward pass (bucketed);
     default from the framework profile (always on under ZeRO-3)."""
+    overlap_replica_grad_reduce: bool | None = None
+    """Under hybrid sharding, overlap the all-reduce of gradient shards across shard groups
+    with the backward (false: the next layer's backward waits for it); default from the
+    framework profile (``overlaps.replica_grad_reduce``)."""
     grad_bucket_size_bytes: int | None = Field(default=None, gt=0, le=8_000_000_000)
     """Gradient bucket size for the overlapped data-parallel reduction; default from the
     framework profile (Megatron-Core: 40M fp32 elements = 160 MB; PyTorch DDP: 25 MiB)."""
