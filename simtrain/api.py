@@ -96,7 +96,12 @@ def simulate(spec: ExperimentSpec, full: bool | None = None) -> SimulationResult
         flops=step_flops(spec),
         ranks=rank_times(program, engine.start_s, engine.end_s, engine.step_time_s),
         weights=program.weights,
-        memory=MemorySummary(memory.peak_bytes, memory.capacity_bytes, memory.breakdown_bytes),
+        memory=MemorySummary(
+            memory.peak_bytes,
+            memory.capacity_bytes,
+            memory.breakdown_bytes,
+            memory.near_limit_bytes,
+        ),
         num_params=count_parameters(spec.model).total,
         program=program,
         start_s=engine.start_s,

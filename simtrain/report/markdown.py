@@ -82,7 +82,9 @@ def _time(r: dict[str, Any]) -> list[str]:
 
 def _memory(r: dict[str, Any]) -> list[str]:
     mem = r["memory"]
-    verdict = "fits" if mem["fits"] else "**OUT OF MEMORY**"
+    verdict = {"near_limit": "**near the limit, may not fit**", "oom": "**OUT OF MEMORY**"}.get(
+        mem.get("verdict", ""), "fits" if mem["fits"] else "**OUT OF MEMORY**"
+    )
     rows = [(k, _g(v / GB)) for k, v in mem["breakdown_bytes"].items()]
     rows += [
         ("**peak**", f"**{_g(mem['peak_bytes'] / GB)}**"),

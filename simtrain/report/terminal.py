@@ -93,10 +93,15 @@ def breakdown_table(report: dict[str, Any]) -> Table:
     return table
 
 
+VERDICTS = {"fits": "fits", "near_limit": "NEAR LIMIT, may not fit", "oom": "OUT OF MEMORY"}
+
+
 def memory_table(report: dict[str, Any]) -> Table:
     """Peak memory of the fullest GPU by category, against capacity."""
     mem = report["memory"]
-    verdict = "fits" if mem["fits"] else "OUT OF MEMORY"
+    verdict = VERDICTS.get(mem.get("verdict", ""), "fits" if mem["fits"] else "OUT OF MEMORY")
+    if mem.get("verdict") == "near_limit":
+        verdict += f" (within ±{mem['near_limit_bytes'] / GB:.1f} GB of capacity)"
     table = Table(title=f"memory per GPU (peak, fullest rank): {verdict}", title_justify="left")
     table.add_column("category")
     table.add_column("GB", justify="right")

@@ -179,6 +179,12 @@ class ExperimentSpec(Spec):
         problems += framework_problems(self)
         if problems:
             raise ValueError("; ".join(problems))
+        if p.recompute_layer_fraction < 1 and p.recompute != "full":
+            warnings.warn(
+                "parallel.recompute_layer_fraction has no effect unless parallel.recompute=full",
+                UserWarning,
+                stacklevel=2,
+            )
         if p.sp and p.tp == 1:
             warnings.warn(
                 "parallel.sp=true has no effect with parallel.tp=1", UserWarning, stacklevel=2

@@ -70,6 +70,11 @@ class ParallelSpec(Spec):
     """Pipeline schedule (used when pp > 1)."""
     recompute: RecomputeMode = "none"
     """Activation recomputation: none, selective (attention core) or full (whole layer)."""
+    recompute_layer_fraction: float = Field(default=1.0, gt=0, le=1)
+    """With recompute=full, the fraction of each pipeline chunk's layers that are recomputed,
+    spread evenly (the others keep their activations): Megatron's --recompute-method block
+    with --recompute-num-layers, torchtitan's selective layer checkpointing (every second
+    layer = 0.5)."""
     overlap_grad_reduce: bool | None = None
     """Overlap the data-parallel gradient reduction with the backward pass (bucketed);
     default from the framework profile (always on under ZeRO-3)."""
