@@ -110,15 +110,22 @@ def topology(
             "width; large clusters are drawn aggregated.",
         ),
     ] = None,
+    seed: Annotated[
+        int, typer.Option("--seed", min=0, help="Seed of the ECMP hash that picks flow paths.")
+    ] = 0,
 ) -> None:
     """Print the devices, switches, links and bisection bandwidth of a cluster's network.
 
+    On a Clos it also measures the bisection a permutation across the cut achieves with
+    hashed ECMP routing and with adaptive routing (flow model).
+
     Example: simtrain topology topologies/dgx-h100-superpod.yaml --png net.png
     """
+    from simtrain.network.bisection import bisection_report
     from simtrain.topology import build_topology
 
     cluster = load_cluster(file)
-    topo = build_topology(cluster)
+    topo = build_topology(cluster, seed)
     if png is not None:  # drawn first: a bad path fails before any table is printed
         from simtrain.report.topology_plot import topology_figure
 
@@ -127,7 +134,17 @@ def topology(
             f"{topo.num_devices:,} × {cluster.accelerator}"
         )
         topology_figure(topo, title).savefig(png, dpi=130)
-    show(topology_table(file, cluster.accelerator, topo))
+    table = topology_table(file, cluster.accelerator, topo)
+    report = bisection_report(cluster, seed)
+    if report is not None:
+        for name, achieved, share in (
+            (f"ECMP hashing, seed {seed}", report.ecmp_bytes_per_s, report.ecmp_share),
+            ("adaptive routing", report.adaptive_bytes_per_s, report.adaptive_share),
+        ):
+            table.add_row(
+                f"achieved, {name}", f"{achieved / 1e12:,.2f} TB/s ({share:.0%} of nominal)"
+            )
+    show(table)
     if png is not None:
         console.print(f"wrote {png}", markup=False, soft_wrap=True)
 
@@ -194,6 +211,17 @@ def collective(
             help="nccl (closed form, the default of simtrain run) or flow (flows on the links).",
         ),
     ] = "nccl",
+    routing: Annotated[
+        str | None,
+        typer.Option(
+            "--routing",
+            help="Flow model on a Clos: ecmp (hashed paths, collisions) or adaptive "
+            "(least-loaded paths); default: the file's cluster.topology.clos_routing.",
+        ),
+    ] = None,
+    seed: Annotated[
+        int, typer.Option("--seed", min=0, help="Seed of the ECMP hash (flow model).")
+    ] = 0,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print JSON to stdout instead of a table.")
     ] = False,
@@ -214,10 +242,17 @@ def collective(
             f"'--ranks' must be between 1 and the topology's {cluster.num_gpus} devices "
             f"(got {ranks})"
         )
-    models = {"nccl": NcclNetwork, "flow": FlowNetworkModel}
-    if network not in models:
+    if network not in ("nccl", "flow"):
         raise SpecError(f"'--network' must be one of nccl, flow (got {network!r})")
-    model = models[network].from_cluster(cluster, algorithm=algo, protocol=protocol)
+    if routing is not None:
+        if routing not in ("ecmp", "adaptive"):
+            raise SpecError(f"'--routing' must be one of ecmp, adaptive (got {routing!r})")
+        spec = cluster.topology.model_copy(update={"clos_routing": routing})
+        cluster = cluster.model_copy(update={"topology": spec})
+    if network == "flow":
+        model = FlowNetworkModel.from_cluster(cluster, algo, protocol, seed=seed)
+    else:
+        model = NcclNetwork.from_cluster(cluster, algorithm=algo, protocol=protocol)
     group = list(range(ranks))
     factor = BUSBW_FACTOR.get(op, lambda n: 1.0)(ranks)
     rows = []

@@ -104,14 +104,16 @@ class FlowNetworkModel:
         algorithm: str = "auto",
         protocol: str = "auto",
         placement: Sequence[int] | None = None,
+        seed: int = 0,
     ) -> FlowNetworkModel:
-        """Build the topology of ``cluster`` and the model on it.
+        """Build the topology of ``cluster`` (``seed`` salts its ECMP hash) and the model.
 
         Every call pays the collective library's calibrated fixed cost for the cluster's
         accelerator (``simtrain.catalog.collective_calibration``).
         """
         overhead = collective_calibration_for(cluster.accelerator).launch_overhead_s
-        return cls(build_topology(cluster), algorithm, protocol, placement, overhead)
+        topology = build_topology(cluster, seed)
+        return cls(topology, algorithm, protocol, placement, overhead)
 
     @classmethod
     def from_experiment(
@@ -123,7 +125,9 @@ class FlowNetworkModel:
         the placement the alpha-beta model assumes).
         """
         algorithm = spec.simulation.collective_algorithm
-        return cls.from_cluster(spec.cluster, algorithm=algorithm, placement=placement)
+        return cls.from_cluster(
+            spec.cluster, algorithm=algorithm, placement=placement, seed=spec.seed
+        )
 
     def collective_time_s(
         self, kind: CollectiveKind, ranks: Sequence[int], size_bytes: float

@@ -54,6 +54,11 @@ class TopologySpec(Spec):
     spines_per_pod: int | None = Field(default=None, gt=0)
     """Spine switches per pod (and per rail plane for rail_only), each reached by one uplink
     of every leaf; omit for switch_radix / 2."""
+    clos_routing: Literal["ecmp", "adaptive"] = "ecmp"
+    """How the flow model spreads flows over equal-cost spines and cores: ecmp (a hash of
+    each flow's ends, salted with the experiment's seed, picks its path, so flows collide as
+    on a real fabric) or adaptive (each flow takes the least-loaded path, as adaptive routing
+    does); Clos kinds only. The default closed-form model spreads load evenly (adaptive)."""
     torus_shape: tuple[int, int, int] = (4, 4, 4)
     """X x Y x Z chips of a torus_3d slice (TPU v4 cube = 4x4x4; OCS joins cubes into
     larger shapes; a 2D v5e pod is 16x16x1); torus_3d only."""

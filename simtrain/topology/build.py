@@ -41,6 +41,7 @@ CLOS_FIELDS = (
     "leaf_down_ports",
     "leaves_per_pod",
     "spines_per_pod",
+    "clos_routing",
     "sharp",
 )
 """TopologySpec fields read only by the Clos kinds."""
@@ -64,8 +65,10 @@ def cluster_links(cluster: ClusterSpec) -> tuple[LinkSpec, LinkSpec]:
     return up, out
 
 
-def build_topology(cluster: ClusterSpec) -> Topology:
+def build_topology(cluster: ClusterSpec, seed: int = 0) -> Topology:
     """Wire the devices, switches and links of ``cluster`` and set up its routing.
+
+    ``seed`` (the experiment's) salts the ECMP hash that picks each flow's path on a Clos.
 
     Raises:
         SpecError: the cluster shape does not fit the topology kind (e.g. a torus shape that
@@ -131,7 +134,15 @@ def build_topology(cluster: ClusterSpec) -> Topology:
         bisection *= clos.bisection_factor(spec)
     else:
         bisection = node_bisection(fabric, up)
-    router = ClusterRouter(fabric, num_gpus, nics, clos, pxn=spec.kind != "fat_tree")
+    router = ClusterRouter(
+        fabric,
+        num_gpus,
+        nics,
+        clos,
+        pxn=spec.kind != "fat_tree",
+        salt=seed,
+        adaptive=spec.clos_routing == "adaptive",
+    )
     return _finish(
         table,
         spec.kind,
