@@ -6,9 +6,12 @@ import time
 import warnings
 from importlib.metadata import PackageNotFoundError, version
 
+import numpy as np
+
 from simtrain.catalog import get_accelerator, get_link
 from simtrain.compute.roofline import RooflineComputeModel, check_dtype
 from simtrain.engine import collective_choices, run_program
+from simtrain.engine.variability import speed_factors
 from simtrain.memory import estimate_memory
 from simtrain.metrics.flops import step_flops
 from simtrain.metrics.result import MemorySummary, SimulationResult
@@ -70,13 +73,16 @@ def network_model_for(spec: ExperimentSpec) -> NetworkModel:
     return AlphaBetaNetwork.from_cluster(spec.cluster)
 
 
-def simulate(spec: ExperimentSpec, full: bool | None = None) -> SimulationResult:
+def simulate(spec: ExperimentSpec, full: bool | None = None, repeat: int = 1) -> SimulationResult:
     """Simulate one training step of ``spec``.
 
     Args:
         spec: a validated experiment (see :func:`load_experiment`).
         full: simulate every rank instead of one per symmetry class; defaults to
             ``spec.simulation.full``.
+        repeat: steps to replay, each with its own draw of rank speeds
+            (``simulation.variability``) from the one generator seeded by ``spec.seed``; the
+            result's timeline is the first, ``step_times_s`` holds them all.
 
     Raises:
         SpecError: the spec names hardware the catalog lacks, or a dtype it cannot run.
@@ -87,7 +93,13 @@ def simulate(spec: ExperimentSpec, full: bool | None = None) -> SimulationResult
     program = build_program(spec, full)
     compute = RooflineComputeModel(acc, spec.training.dtype)
     network = network_model_for(spec)
-    engine = run_program(program, compute, network)
+    variability = spec.simulation.variability
+    rng = np.random.default_rng(spec.seed)
+    runs = []
+    for _ in range(max(1, repeat)):
+        speed = speed_factors(program.weights, variability, rng) if variability.active else None
+        runs.append(run_program(program, compute, network, speed))
+    engine = runs[0]
     memory = estimate_memory(spec, acc.hbm_capacity_bytes)
     return SimulationResult(
         spec=spec,
@@ -109,6 +121,7 @@ def simulate(spec: ExperimentSpec, full: bool | None = None) -> SimulationResult
         num_events=engine.num_events,
         replay_wall_s=engine.replay_wall_s,
         comm_choices=collective_choices(program, network),
+        step_times_s=tuple(run.step_time_s for run in runs),
         wall_time_s=time.perf_counter() - began,
         version=simtrain_version(),
     )

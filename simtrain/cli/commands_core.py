@@ -33,6 +33,16 @@ def run(
     full: Annotated[
         bool, typer.Option("--full", help="Simulate every rank (slower; for checking).")
     ] = False,
+    repeat: Annotated[
+        int,
+        typer.Option(
+            "--repeat",
+            min=1,
+            max=10_000,
+            help="Replay N steps, each with its own seeded draw of rank speeds "
+            "(simulation.variability), and report the step time's mean, p50, p99 and std.",
+        ),
+    ] = 1,
 ) -> None:
     """Simulate one training step of EXPERIMENT and report step time, MFU, communication and memory.
 
@@ -42,7 +52,7 @@ def run(
     from simtrain.report.terminal import breakdown_table, cost_table, memory_table, summary_table
 
     spec = load_experiment(experiment, overrides or [])
-    result = simulate(spec, full=full or None)
+    result = simulate(spec, full=full or None, repeat=repeat)
     report = result.summary()
     if spec.reliability is not None:
         from simtrain.reliability import reliability_summary
@@ -64,6 +74,14 @@ def run(
         typer.echo(json.dumps(report, indent=2))
         return
     show(summary_table(report), breakdown_table(report), memory_table(report), cost_table(report))
+    if "step_time_s_mean" in report:
+        console.print(
+            f"step time over {report['step_time_repeats']} steps: mean "
+            f"{report['step_time_s_mean']:.4g} s, p50 {report['step_time_s_p50']:.4g} s, "
+            f"p99 {report['step_time_s_p99']:.4g} s, std {report['step_time_s_std']:.3g} s",
+            markup=False,
+            soft_wrap=True,
+        )
     if out is not None:
         console.print(
             f"wrote {out}/: report.json, report.md, the PNGs and trace.json",

@@ -14,6 +14,7 @@ from simtrain.specs.framework import (
     ExecutionMode,
     GradReduceDtype,
 )
+from simtrain.specs.variability import VariabilitySpec
 
 Dtype = Literal["bf16", "fp16", "fp8", "mxfp8"]
 Optimizer = Literal["adam", "adamw", "adafactor", "lion", "adam8bit", "sgd"]
@@ -80,6 +81,8 @@ class SimulationSpec(Spec):
     fastest as NCCL's tuner does."""
     full: bool = False
     """Simulate every rank instead of one per symmetry class (for checking)."""
+    variability: VariabilitySpec = VariabilitySpec()
+    """Spread of rank speeds and fail-slow stragglers within a step (seeded)."""
 
 
 class ExpectedSpec(Spec):
