@@ -53,6 +53,10 @@ class Overlaps(Spec):
     """Data-parallel gradient reduction issued in buckets during the backward pass."""
     dp_param_gather: bool
     """ZeRO-1/2 parameter all-gather after the optimizer overlapped with the next forward."""
+    replica_grad_reduce: bool = True
+    """Under hybrid sharding, each unit's all-reduce of gradient shards across the shard
+    groups (across TPU slices over DCN in MaxText) runs behind the backward; false: the next
+    unit's backward waits for it."""
     tp_comm: Literal["none", "wgrad", "gemm"]
     """Tensor-parallel communication: none (exposed), wgrad (the input-gradient all-reduce runs
     during the weight-gradient GEMM, Megatron's async TP) or gemm (chunked all-gather /

@@ -6,7 +6,8 @@ GSPMD shards a JAX program over a named mesh; MaxText builds it from
 what the other axes leave" (``docs/references/tpu.md`` §4-5). simtrain maps the mesh onto its
 own degrees, so the rest of the simulator sees an ordinary configuration:
 
-- ``tp = ici_tp`` (tensor parallelism inside the slice);
+- ``tp = ici_tp`` (tensor parallelism inside the slice), with ``sp`` on: MaxText's sharding
+  rules split activations over the tensor axis as well, as sequence parallelism does;
 - ``dp = ici_fsdp * ici_dp * dcn_dp`` with ``zero_stage = 3`` and ``zero_shard_group_size =
   ici_fsdp`` when ``ici_fsdp > 1``: parameters, gradients and optimizer states sharded over
   the FSDP axis (inside a slice: rank order keeps the tp x fsdp ranks of a slice together),
@@ -113,6 +114,8 @@ def apply_mesh(data: dict[str, Any]) -> dict[str, Any]:
     }
     if fsdp > 1:
         derived |= {"zero_stage": 3, "zero_shard_group_size": fsdp}
+    if axes["ici_tp"] > 1:
+        derived["sp"] = True  # GSPMD shards activations over the tensor axis too
     for key, value in derived.items():
         if key in par and par[key] is not None and par[key] != value:
             raise ValueError(

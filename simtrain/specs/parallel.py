@@ -84,6 +84,10 @@ class ParallelSpec(Spec):
     overlap_grad_reduce: bool | None = None
     """Overlap the data-parallel gradient reduction with the backward pass (bucketed);
     default from the framework profile (always on under ZeRO-3)."""
+    overlap_replica_grad_reduce: bool | None = None
+    """Under hybrid sharding, overlap the all-reduce of gradient shards across shard groups
+    with the backward (false: the next layer's backward waits for it); default from the
+    framework profile (``overlaps.replica_grad_reduce``)."""
     grad_bucket_size_bytes: int | None = bounded(
         None, gt=0, le=8_000_000_000, why="50x Megatron-Core's 160 MB bucket"
     )
