@@ -6,8 +6,13 @@ import time
 import warnings
 from importlib.metadata import PackageNotFoundError, version
 
-from simtrain.catalog import get_accelerator, get_link
+import numpy as np
+
+from simtrain.catalog import cluster_links, get_accelerator
 from simtrain.compute.roofline import ComputeModel, RooflineComputeModel, check_dtype
+from simtrain.engine import collective_choices, run_program
+from simtrain.engine.variability import speed_factors
+from simtrain.limits import MAX_TASKS, MAX_TOPOLOGY_ELEMENTS, check_tasks, check_topology
 from simtrain.memory import estimate_memory
 from simtrain.metrics.flops import step_flops
 from simtrain.metrics.result import MemorySummary, SimulationResult
@@ -33,20 +38,28 @@ def simtrain_version() -> str:
 def check_hardware(spec: ExperimentSpec) -> None:
     """Cross-check the spec against the catalog (names, dtype support)."""
     acc = get_accelerator(spec.cluster.accelerator)
-    get_link(spec.cluster.scale_up_link or acc.scale_up_link, "cluster.scale_up_link")
-    get_link(spec.cluster.scale_out_link or acc.scale_out_link, "cluster.scale_out_link")
+    cluster_links(spec.cluster)
     check_dtype(acc, spec.training.dtype)
 
 
 def network_model_for(spec: ExperimentSpec) -> NetworkModel:
     """The network model the experiment asks for (``simulation.network_model``).
 
-    ``alpha_beta`` times every collective as a ring in closed form; ``flow`` builds the
-    cluster's topology and runs each collective's algorithm (``simulation.collective_algorithm``,
-    ``auto`` picks the fastest as NCCL's tuner does) through the flow-level model, together
-    with all the collective's SPMD replicas (:mod:`simtrain.engine.replicas`).
+    ``nccl`` (the default) times every collective in closed form on the effective fabric of
+    its group on the cluster's topology, with the algorithm and protocol NCCL's tuner would
+    pick (``simulation.collective_algorithm``, ``auto`` by default); ``flow`` runs each
+    collective's algorithm through the flow-level model together with all its SPMD replicas
+    (:mod:`simtrain.engine.replicas`); ``alpha_beta`` is a textbook ring on catalog figures.
     """
     sim = spec.simulation
+    if sim.collective_algorithm != "auto":
+        from simtrain.collectives.base import get_algorithm
+
+        get_algorithm(sim.collective_algorithm, field="simulation.collective_algorithm")
+    if sim.network_model == "nccl":
+        from simtrain.network.nccl import NcclNetwork
+
+        return NcclNetwork.from_experiment(spec)
     if sim.network_model == "flow":
         from simtrain.engine.replicas import ReplicatedNetwork
         from simtrain.network.flow_model import FlowNetworkModel
@@ -57,7 +70,7 @@ def network_model_for(spec: ExperimentSpec) -> NetworkModel:
     if sim.collective_algorithm not in ("auto", "ring"):
         warnings.warn(
             f"simulation.collective_algorithm={sim.collective_algorithm} has no effect with "
-            "simulation.network_model=alpha_beta (ring only); use network_model=flow",
+            "simulation.network_model=alpha_beta (ring only); use network_model=nccl or flow",
             UserWarning,
             stacklevel=2,
         )
@@ -73,24 +86,47 @@ def compute_model_for(spec: ExperimentSpec) -> ComputeModel:
     return RooflineComputeModel(get_accelerator(spec.cluster.accelerator), spec.training.dtype)
 
 
-def simulate(spec: ExperimentSpec, full: bool | None = None) -> SimulationResult:
+def simulate(
+    spec: ExperimentSpec,
+    full: bool | None = None,
+    repeat: int = 1,
+    *,
+    max_tasks: int = MAX_TASKS,
+    max_topology_elements: int = MAX_TOPOLOGY_ELEMENTS,
+) -> SimulationResult:
     """Simulate one training step of ``spec``.
 
     Args:
         spec: a validated experiment (see :func:`load_experiment`).
         full: simulate every rank instead of one per symmetry class; defaults to
             ``spec.simulation.full``.
+        repeat: steps to replay, each with its own draw of rank speeds
+            (``simulation.variability``) from the one generator seeded by ``spec.seed``; the
+            result's timeline is the first, ``step_times_s`` holds them all.
+        max_tasks: refuse a program estimated above this many tasks (:mod:`simtrain.limits`).
+        max_topology_elements: refuse a network (nccl and flow models) above this many
+            elements.
 
     Raises:
-        SpecError: the spec names hardware the catalog lacks, or a dtype it cannot run.
+        SpecError: the spec names hardware the catalog lacks, or a dtype it cannot run, or the
+            work estimate is over a limit.
     """
-    from simtrain.engine import run_program  # SimPy loads with the first simulation
-
     began = time.perf_counter()
     check_hardware(spec)
+    check_tasks(spec, full, max_tasks)
+    if spec.simulation.network_model != "alpha_beta":  # nccl and flow wire the topology
+        check_topology(spec.cluster, max_topology_elements)
     acc = get_accelerator(spec.cluster.accelerator)
     program = build_program(spec, full)
-    engine = run_program(program, compute_model_for(spec), network_model_for(spec))
+    compute = compute_model_for(spec)
+    network = network_model_for(spec)
+    variability = spec.simulation.variability
+    rng = np.random.default_rng(spec.seed)
+    runs = []
+    for _ in range(max(1, repeat)):
+        speed = speed_factors(program.weights, variability, rng) if variability.active else None
+        runs.append(run_program(program, compute, network, speed))
+    engine = runs[0]
     memory = estimate_memory(spec, acc.hbm_capacity_bytes)
     return SimulationResult(
         spec=spec,
@@ -99,13 +135,20 @@ def simulate(spec: ExperimentSpec, full: bool | None = None) -> SimulationResult
         flops=step_flops(spec),
         ranks=rank_times(program, engine.start_s, engine.end_s, engine.step_time_s),
         weights=program.weights,
-        memory=MemorySummary(memory.peak_bytes, memory.capacity_bytes, memory.breakdown_bytes),
+        memory=MemorySummary(
+            memory.peak_bytes,
+            memory.capacity_bytes,
+            memory.breakdown_bytes,
+            memory.near_limit_bytes,
+        ),
         num_params=count_parameters(spec.model).total,
         program=program,
         start_s=engine.start_s,
         end_s=engine.end_s,
         num_events=engine.num_events,
         replay_wall_s=engine.replay_wall_s,
+        comm_choices=collective_choices(program, network),
+        step_times_s=tuple(run.step_time_s for run in runs),
         wall_time_s=time.perf_counter() - began,
         version=simtrain_version(),
     )

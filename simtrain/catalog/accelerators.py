@@ -1,6 +1,6 @@
 """Built-in accelerators. Every figure appears once, here, with its source.
 
-Unless noted, figures are from ``shared/reference/hardware.md`` §7.1 (dense peaks; sparse
+Unless noted, figures are from ``docs/references/hardware.md`` §7.1 (dense peaks; sparse
 figures are never used). Memory capacities are binary (GiB) because HBM stacks are sized in
 powers of two: an "80 GB" A100 reports 81,920 MiB. SM/CU counts come from the vendors'
 architecture whitepapers (A100: 108 SMs; H100/H200 SXM5: 132; B200: 148 per the Blackwell
@@ -13,7 +13,7 @@ from simtrain.specs.hardware import AcceleratorSpec
 
 GiB = 2**30
 TERA = 1e12
-_REF = "shared/reference/hardware.md §7.1"
+_REF = "docs/references/hardware.md §7.1"
 
 ACCELERATORS: dict[str, AcceleratorSpec] = {
     spec.name: spec
@@ -83,6 +83,8 @@ ACCELERATORS: dict[str, AcceleratorSpec] = {
                 "bf16": 2250 * TERA,
                 "fp16": 2250 * TERA,
                 "fp8": 4500 * TERA,
+                # MXFP8 runs on the FP8 tensor-core path (docs/references/numerics.md §MXFP8)
+                "mxfp8": 4500 * TERA,
                 "tf32": 1100 * TERA,
             },
             hbm_capacity_bytes=180e9,
@@ -90,8 +92,11 @@ ACCELERATORS: dict[str, AcceleratorSpec] = {
             tdp_watts=1000,
             num_compute_units=148,
             scale_up_link="nvlink5",
-            scale_out_link="ib-xdr",
-            source=f"{_REF} (B200 HGX 1000 W row; 180 GB usable, decimal as published)",
+            # A DGX B200 ships 8 single-port ConnectX-7 NICs at 400 Gb/s (one per GPU, as on
+            # DGX H100), not the 800 Gb/s XDR of the next generation (hardware.md §7.5).
+            scale_out_link="ib-ndr",
+            source=f"{_REF} (B200 HGX 1000 W row; 180 GB usable, decimal as published); "
+            "NICs: docs/references/hardware.md §7.5 (DGX B200: 8 x 400 Gb/s ConnectX-7)",
         ),
         AcceleratorSpec(
             name="MI250X",
@@ -104,7 +109,7 @@ ACCELERATORS: dict[str, AcceleratorSpec] = {
             tdp_watts=280,
             num_compute_units=110,
             scale_up_link="infinity-fabric-mi250x",
-            scale_out_link="slingshot-200g",
+            scale_out_link="slingshot-11",
             source=f"{_REF} (MI250X row, per GCD = package / 2)",
         ),
         AcceleratorSpec(
@@ -133,7 +138,7 @@ ACCELERATORS: dict[str, AcceleratorSpec] = {
             tdp_watts=192,  # measured maximum; Google publishes no TDP
             num_compute_units=8,
             scale_up_link="ici-v4",
-            scale_out_link="ici-v4",
+            scale_out_link="dcn-v4",
             source=f"{_REF} (TPU v4 row; power is the measured max 192 W)",
         ),
         AcceleratorSpec(
@@ -145,8 +150,21 @@ ACCELERATORS: dict[str, AcceleratorSpec] = {
             tdp_watts=None,
             num_compute_units=8,
             scale_up_link="ici-v5p",
-            scale_out_link="ici-v5p",
+            scale_out_link="dcn-v5p",
             source=f"{_REF} (TPU v5p row; no published power figure)",
+        ),
+        AcceleratorSpec(
+            name="TPUv5e",
+            vendor="google",
+            peak_flops={"bf16": 197 * TERA},
+            hbm_capacity_bytes=16 * GiB,
+            hbm_bandwidth_bytes_per_s=819e9,
+            tdp_watts=None,
+            num_compute_units=4,  # one TensorCore of 4 MXUs
+            scale_up_link="ici-v5e",
+            scale_out_link="dcn-v5e",
+            source="docs/references/tpu.md §1 (TPU v5e: 197 TF/s bf16, 16 GB HBM2 at 819 GB/s, "
+            "one TensorCore; no published power figure)",
         ),
     ]
 }

@@ -8,8 +8,10 @@ from typing import Annotated, Any
 
 import typer
 
-from simtrain.cli.app import app, console, fail
+from simtrain.cli.app import app, fail, show
 from simtrain.cli.commands_core import SetOption
+from simtrain.limits import check_limit
+from simtrain.traceio.limits import MAX_NODES_PER_RANK
 
 
 @app.command()
@@ -40,13 +42,22 @@ def replay(
         typer.Option("--source-accelerator", help="Accelerator the trace was recorded on."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    max_trace_nodes: Annotated[
+        int,
+        typer.Option(
+            "--max-trace-nodes",
+            help=f"Refuse a rank file of more nodes or events (default {MAX_NODES_PER_RANK:,}).",
+        ),
+    ] = MAX_NODES_PER_RANK,
 ) -> None:
     """Replay the traces in TRACE_DIR on a cluster and report step time like 'simtrain run'.
 
     Example: simtrain replay out/chakra --experiment experiments/quickstart.yaml --json
     """
+    from simtrain.report.terminal import fmt_seconds
     from simtrain.traceio.run import replay_directory
 
+    check_limit(max_trace_nodes, "--max-trace-nodes")
     if (experiment is None) == (topology is None):
         raise fail("give either --experiment EXP or --topology FILE --accelerator A")
     if topology is not None and accelerator is None:
@@ -60,7 +71,7 @@ def replay(
         if experiment is not None
         else _topology_target(topology or "", accelerator or "")
     )
-    report = replay_directory(trace_dir, target, retarget, source_accelerator)
+    report = replay_directory(trace_dir, target, retarget, source_accelerator, max_trace_nodes)
     if as_json:
         typer.echo(json.dumps(report, indent=2))
         return
@@ -72,9 +83,9 @@ def replay(
         ("format", info["format"]),
         ("ranks in trace", f"{info['num_rank_files']} files, world size {report['num_gpus']}"),
         ("accelerator", info["accelerator"]),
-        ("step time", f"{report['step_time_s'] * 1e3:.3f} ms"),
-        ("compute (mean rank)", f"{report['compute_s'] * 1e3:.3f} ms"),
-        ("exposed communication", f"{report['exposed_comm_s'] * 1e3:.3f} ms"),
+        ("step time", fmt_seconds(report["step_time_s"])),
+        ("compute (mean rank)", fmt_seconds(report["compute_s"])),
+        ("exposed communication", fmt_seconds(report["exposed_comm_s"])),
         ("bubble", f"{report['bubble_fraction']:.1%}"),
         ("MFU", f"{report['mfu']:.1%}"),
     ]
@@ -83,13 +94,14 @@ def replay(
         rows.append(
             (
                 "retarget",
-                f"{note['num_reestimated']} re-estimated, {note['num_scaled']} scaled "
-                f"by {note['scale']:.3g}",
+                note.get("note")
+                or f"{note['num_reestimated']:,} re-estimated by the compute model, "
+                f"{note['num_scaled']:,} scaled by {note['scale']:.3g} (peak FLOP/s ratio)",
             )
         )
     for key, value in rows:
         table.add_row(key, str(value))
-    console.print(table)
+    show(table)
 
 
 def _experiment_target(experiment: Path, overrides: list[str]) -> Any:

@@ -10,10 +10,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 if TYPE_CHECKING:
-    from rich.console import Console
     from rich.table import Table
 
-from simtrain.cli.app import app, console, err_console, fail
+from simtrain.cli.app import app, console, err_console, fail, show
+from simtrain.cli.values import integer, number
+from simtrain.limits import MAX_CONFIGS, MAX_DEVICES, MAX_DEVICES_WHY, check_limit
+from simtrain.paths import image_file, make_dir, output_file, safe_file_name, store_file
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON to stdout instead of tables.")]
 ExecutorOption = Annotated[
@@ -52,6 +54,33 @@ JSON_ROW_KEYS: tuple[str, ...] = ("step_time_s", "mfu", "fits", "status")
 """Keys of each ``simtrain sweep --json`` row after the swept fields (issue 8)."""
 
 
+def check_values(workers: int | None, top: int | None, usd_per_gpu_hour: float | None) -> None:
+    """Ranges of the options shared by ``sweep`` and ``plan``."""
+    integer(workers, "--workers", 1, 1024, "processes on one machine")
+    integer(top, "--top", 1, 10_000, "a table longer than 10,000 rows is a file")
+    number(usd_per_gpu_hour, "--usd-per-gpu-hour", 0, 1000, "100x the highest GPU price")
+
+
+def require_a_valid_configuration(spec: Any, base: dict[str, Any], max_configs: int) -> None:
+    """Refuse a sweep none of whose configurations is a valid experiment (a broken base).
+
+    Stops at the first valid configuration, so a normal sweep pays for one validation.
+    """
+    from simtrain.api import simtrain_version
+    from simtrain.errors import SpecError
+    from simtrain.sweep.enumerate import candidates
+
+    first_reason, total = "", 0
+    for cand in candidates(spec, base, simtrain_version(), max_configs):
+        if cand.status != "invalid":
+            return
+        first_reason, total = first_reason or cand.reason, total + 1
+    raise SpecError(
+        f"the sweep's configurations must include a valid experiment (got {total} invalid "
+        f"ones; the first: {first_reason})"
+    )
+
+
 def _plain(value: Any) -> Any:
     """JSON-ready scalar: numpy numbers to Python, NaN to None."""
     if hasattr(value, "item"):
@@ -77,20 +106,24 @@ def _short(field: str) -> str:
     return _SHORT_NAMES.get(name, name)
 
 
-def _fmt(value: Any, digits: int = 3) -> str:
+def _fmt(value: Any) -> str:
+    """A swept value: integers with thousands separators, floats to 4 significant digits."""
     value = _plain(value)
     if value is None:
         return "-"
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
     if isinstance(value, float):
-        return f"{value:,.{digits}g}" if abs(value) < 1e4 else f"{value:,.0f}"
+        return f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:.4g}"
     return str(value)
 
 
-def wide(shared: Console) -> Console:
-    """The shared console on a terminal; a 160-column one when piped (no width to fit)."""
-    from rich.console import Console
-
-    return shared if shared.is_terminal else Console(width=160)
+def _fixed(value: Any, decimals: int) -> str:
+    """A metric with a fixed number of decimals and thousands separators; '-' when missing."""
+    value = _plain(value)
+    return "-" if value is None else f"{value:,.{decimals}f}"
 
 
 def top_table(result: Any, k: int) -> Table:
@@ -100,39 +133,56 @@ def top_table(result: Any, k: int) -> Table:
     sweep = result.sweep
     table = Table(title=f"top {k} of {sweep.name} by {sweep.metric}")
     fields = [*sweep.swept_fields, *(["dp"] if "dp" in result.table else [])]
-    for name in ["#", *map(_short, fields), "step s", "Mtok/s", "MFU", "GB", "$/Mtok"]:
+    for name in ["#", *map(_short, fields), "step s", "tokens/s", "MFU", "GB", "$/Mtok"]:
         table.add_column(name, justify="right", no_wrap=True)
     for rank, (_, row) in enumerate(result.ranked().head(k).iterrows(), start=1):
         table.add_row(
             str(rank),
             *(_fmt(row[f]) for f in fields),
-            f"{row['step_time_s']:.3g}",
-            f"{row['tokens_per_s'] / 1e6:.3g}",
+            _fixed(row["step_time_s"], 3),
+            _fixed(row["tokens_per_s"], 0),
             f"{row['mfu']:.1%}",
-            f"{row['peak_memory_bytes'] / 1e9:.0f}",
-            _fmt(row["usd_per_million_tokens"], 2),
+            _fixed(row["peak_memory_bytes"] / 1e9, 1),
+            _fixed(row["usd_per_million_tokens"], 2),
         )
     return table
 
 
 def counts_line(result: Any) -> str:
-    """One line: configurations enumerated, pruned, estimated and simulated; store; wall time."""
+    """Configurations enumerated, pruned, estimated and simulated; the store; wall time.
+
+    Pruned configurations are never simulated: invalid degrees and constraints are judged
+    while enumerating, out-of-memory by the analytical memory estimate. The others are timed
+    by the analytical estimator, and the best of them simulated (all with --exhaustive).
+    """
     c = result.counts
     pruned = c["invalid"] + c["constraint"] + c["oom"]
     estimated = c["estimated"] + c["simulated"]
     stage = f"{estimated:,} estimated analytically, " if c["estimated"] else ""
     return (
-        f"{c['total']:,} configurations: {pruned:,} pruned ({c['invalid']:,} invalid, "
-        f"{c['constraint']:,} by constraints, {c['oom']:,} out of memory), {stage}"
-        f"{c['ok']:,} simulated, {c['error']:,} failed; {c['from_store']:,} already in the "
-        f"store, {c['evaluated']:,} simulated now; {result.wall_time_s:.1f} s; "
-        f"store {result.store_path}"
+        f"{c['total']:,} configurations: {pruned:,} pruned without simulating "
+        f"({c['invalid']:,} invalid, {c['constraint']:,} by constraints, {c['oom']:,} out of "
+        f"memory by the estimate), {stage}{c['ok']:,} simulated, {c['error']:,} failed; "
+        f"{c['evaluated']:,} simulated in this run, {c['from_store']:,} found in the store; "
+        f"{result.wall_time_s:.1f} s\nstore: {result.store_path}"
     )
+
+
+def default_store(out: Path | None, sweep_name: str) -> Path:
+    """Where results go without --store: beside --out, else .simtrain/ in the working directory.
+
+    Examples:
+        >>> default_store(Path("out/70b.csv"), "x").as_posix(), default_store(None, "x").as_posix()
+        ('out/70b.sqlite', '.simtrain/x.sqlite')
+    """
+    if out is not None:
+        return out.with_suffix(".sqlite")
+    return Path(".simtrain") / f"{sweep_name}.sqlite"
 
 
 def write_table(table: Any, out: Path) -> None:
     """Write the result table as CSV or Parquet, by the file suffix."""
-    out.parent.mkdir(parents=True, exist_ok=True)
+    make_dir(out.parent, "--out")
     if out.suffix == ".csv":
         table.to_csv(out, index=False)
     elif out.suffix == ".parquet":
@@ -151,9 +201,11 @@ def sweep(
     address: AddressOption = None,
     workers: WorkersOption = None,
     store: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
-            "--store", help="SQLite result store (default: .simtrain/<sweep name>.sqlite)."
+            "--store",
+            help="SQLite result store (default: beside --out as <out>.sqlite, else "
+            ".simtrain/<sweep name>.sqlite in the working directory).",
         ),
     ] = None,
     resume: Annotated[
@@ -163,10 +215,15 @@ def sweep(
         bool, typer.Option("--overwrite", help="Empty a non-empty store and start over.")
     ] = False,
     out: Annotated[
-        Path | None, typer.Option("--out", help="Write every row to results.csv or .parquet.")
+        str | None, typer.Option("--out", help="Write every row to results.csv or .parquet.")
     ] = None,
     plot: Annotated[
-        Path | None, typer.Option("--plot", help="Save the Pareto-front plot (PNG/SVG/PDF).")
+        str | None,
+        typer.Option(
+            "--plot",
+            help="Save the Pareto-front plot (PNG/SVG/PDF; default: beside --out as "
+            "<out>-pareto.png).",
+        ),
     ] = None,
     top: Annotated[
         int | None, typer.Option("--top", min=1, help="Rows of the ranked table (default: top_k).")
@@ -175,6 +232,13 @@ def sweep(
     exhaustive: ExhaustiveOption = False,
     simulate_top: SimulateTopOption = None,
     as_json: JsonOption = False,
+    max_configs: Annotated[
+        int,
+        typer.Option(
+            "--max-configs",
+            help=f"Refuse a sweep of more configurations than this (default {MAX_CONFIGS:,}).",
+        ),
+    ] = MAX_CONFIGS,
 ) -> None:
     """Estimate every feasible configuration of SWEEP_FILE, simulate the best, rank them.
 
@@ -183,15 +247,27 @@ def sweep(
     estimate are simulated (--simulate-top, default the sweep's top_k, at least 8), or all
     with --exhaustive. Simulated results are stored as each finishes; after a Ctrl-C or a
     crash, rerun with --resume to continue. Example:
-    simtrain sweep experiments/sweeps/llama3-70b-1024.yaml --out out/70b.csv --plot out/70b.png
+    simtrain sweep experiments/sweeps/llama3-70b-1024.yaml --out out/70b.csv
+    (writes out/70b.csv, the store out/70b.sqlite and the plot out/70b-pareto.png)
     """
     from simtrain.report.progress import stderr_is_terminal
     from simtrain.specs.sweep import load_sweep
     from simtrain.sweep import run_sweep
     from simtrain.sweep.pareto import plot_pareto
 
+    check_values(workers, top, usd_per_gpu_hour)
+    check_limit(max_configs, "--max-configs")
+    if out is not None:
+        out = output_file(out, "--out", ("csv", "parquet"))
+    if plot is not None:
+        plot = image_file(plot, "--plot")
+    if store is not None:
+        store = store_file(store, "--store")
     spec, base = load_sweep(sweep_file)
-    store_path = store or Path(".simtrain") / f"{spec.name}.sqlite"
+    require_a_valid_configuration(spec, base, max_configs)
+    store_path = store or store_file(default_store(out, safe_file_name(spec.name)), "--store")
+    if plot is None and out is not None:
+        plot = out.with_name(f"{out.stem}-pareto.png")
     try:
         result = run_sweep(
             spec,
@@ -206,6 +282,7 @@ def sweep(
             usd_per_gpu_hour=usd_per_gpu_hour,
             exhaustive=exhaustive,
             simulate_top=simulate_top,
+            max_configs=max_configs,
         )
     except KeyboardInterrupt:
         raise fail(
@@ -215,8 +292,16 @@ def sweep(
         ) from None
     if out is not None:
         write_table(result.table, out)
-    if plot is not None:
-        plot_pareto(result.table, plot, title=f"{spec.name}: Pareto fronts")
+    no_plot = None
+    if (
+        plot is not None
+        and plot_pareto(result.table, plot, title=f"{spec.name}: Pareto fronts") is None
+    ):
+        no_plot = (
+            f"no Pareto plot: every simulated configuration has the same GPU count, memory "
+            f"headroom and price (nothing to trade off), so {plot} was not written"
+        )
+        plot = None
     if as_json:
         rows = [
             {
@@ -228,12 +313,13 @@ def sweep(
         typer.echo(json.dumps(rows, indent=1))
         err_console.print(counts_line(result), markup=False)
         return
-    out_console = wide(console)
-    out_console.print(counts_line(result), markup=False, highlight=False)
-    out_console.print(top_table(result, top or spec.top_k))
+    console.print(counts_line(result), markup=False, highlight=False)
+    show(top_table(result, top or spec.top_k))
     written = [str(p) for p in (out, plot) if p is not None]
     if written:
-        console.print(f"wrote {', '.join(written)}", markup=False)
+        console.print(f"wrote {', '.join(written)}", markup=False, soft_wrap=True)
+    if no_plot:
+        console.print(no_plot, markup=False)
 
 
 PLAN_JSON_KEYS: tuple[str, ...] = ("num_gpus", "parallel", "days", "cost_usd")
@@ -320,7 +406,7 @@ def plan(
     address: AddressOption = None,
     workers: WorkersOption = None,
     store: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             "--store", help="SQLite store of the simulated layouts (emptied unless --resume)."
         ),
@@ -358,6 +444,14 @@ def plan(
     from simtrain.report.progress import progress, stderr_is_terminal
     from simtrain.sweep.planner import plan as make_plan
 
+    number(tokens, "--tokens", 0, 1e16, "600x the largest published run", above=True)
+    number(deadline_days, "--deadline-days", 0, 1e4, "about 27 years", above=True)
+    number(budget_usd, "--budget-usd", 0, 1e13, "ten trillion dollars")
+    integer(max_gpus, "--max-gpus", 1, MAX_DEVICES, MAX_DEVICES_WHY)
+    number(batch_tokens, "--batch-tokens", 0, 2**40, "a trillion tokens per step", above=True)
+    check_values(workers, None, usd_per_gpu_hour)
+    if store is not None:
+        store = store_file(store, "--store")
     try:
         with progress(stderr_is_terminal()) as display:
             result = make_plan(
@@ -400,11 +494,10 @@ def plan(
     else:
         from simtrain.sweep.planner import format_days, format_usd
 
-        out_console = wide(console)
-        out_console.print(plan_counts_line(result), markup=False, highlight=False)
-        out_console.print(plan_table(result))
+        console.print(plan_counts_line(result), markup=False, highlight=False)
+        show(plan_table(result))
         if not all(o.simulated for o in result.options):
-            out_console.print(
+            console.print(
                 "* estimated analytically; the picks are simulated (--exhaustive simulates "
                 "every size)",
                 markup=False,

@@ -37,7 +37,7 @@ Each added layer adds its ops and one layer-to-layer boundary, so a chunk's time
 linear in its layers from one layer on unless something spans layers (then the check fails
 and the whole chunk is walked)."""
 _TOLERANCE = 1e-9
-BODIES: tuple[str, ...] = ("forward", "backward", "backward_input", "weight")
+BODIES: tuple[str, ...] = ("first_forward", "forward", "backward", "backward_input", "weight")
 """The op sequences of a chunk an action can run (:class:`~simtrain.parallel.builder.ChunkOps`)."""
 Walker = Callable[[SegmentPlan], ActionTiming]
 """Times a plan on one rank (:func:`~simtrain.estimator.walk.walk` with that rank's models)."""
@@ -83,7 +83,7 @@ class ChunkSource:
     _ops: dict[tuple[int, int], ChunkOps] = field(default_factory=dict)
     _plans: dict[tuple[str, bool, int, int], SegmentPlan] = field(default_factory=dict)
     _comm: dict[tuple[int, int], tuple[CommKey, ...]] = field(default_factory=dict)
-    _elements: dict[tuple[Any, ...], tuple[dict[int, int], int]] = field(default_factory=dict)
+    _elements: dict[tuple[Any, ...], tuple[dict[int, int], int, int]] = field(default_factory=dict)
 
     def ops(self, layers: range) -> ChunkOps:
         """The ops of a chunk holding ``layers`` (cached)."""
@@ -116,8 +116,12 @@ class ChunkSource:
             keys = self._comm[key] = tuple(sorted(found))
         return keys
 
-    def elements(self, chunk: Chunk) -> tuple[dict[int, int], int]:
-        """Local weight elements of each layer of ``chunk`` by position, and their sum."""
+    def elements(self, chunk: Chunk) -> tuple[dict[int, int], int, int]:
+        """Local weight elements of ``chunk``: per layer by position, in all, and in FP8 layers.
+
+        A sampled chunk's FP8 elements grow by the same amount per layer (one sample layer
+        to two), like its ops.
+        """
         size = len(chunk.layers)
         key = (size, chunk.base, chunk.sampled)
         cached = self._elements.get(key)
@@ -128,7 +132,13 @@ class ChunkSource:
             for position in range(size):
                 layer = chunk.base + (0 if chunk.sampled else position)
                 per_layer[position] = probe.get(layer, 0)
-            cached = self._elements[key] = (per_layer, sum(per_layer.values()))
+            if chunk.sampled:
+                one, two = (self.ops(range(chunk.base, chunk.base + k)).fp8_elements
+                            for k in SAMPLE_LAYERS[:2])  # fmt: skip
+                fp8 = one + (size - 1) * (two - one)
+            else:
+                fp8 = self.ops(chunk.probe).fp8_elements
+            cached = self._elements[key] = (per_layer, sum(per_layer.values()), fp8)
         return cached
 
 

@@ -28,8 +28,10 @@ class Slot:
     Attributes:
         rank: pipeline rank (its stage index in the pp group).
         chunk: model chunk (the action's stage).
-        body: the ops it runs: ``forward``, ``backward`` (input and weight gradients),
+        body: the ops it runs: ``first_forward`` (the rank's first forward of the chunk in
+            the step), ``forward``, ``backward`` (input and weight gradients),
             ``backward_input`` (a split B) or ``weight`` (a W).
+        computes_grads: it computes weight gradients (a W, or a B that is not split).
         owns_grads: it is the rank's last action computing its chunk's weight gradients (the
             data-parallel gradient buckets hook onto its layers).
         peer: pipeline rank its transfer goes to (-1: it sends nothing).
@@ -38,6 +40,7 @@ class Slot:
     rank: int
     chunk: int
     body: str
+    computes_grads: bool
     owns_grads: bool
     peer: int
 
@@ -60,7 +63,8 @@ class ScheduleShape:
             collectives too (a forward's does; a backward's leaves after its last compute).
         num_chunks: model chunks (pp · vpp).
         num_transfers: transfers in the step.
-        owners: per rank, the slots of its actions that own gradients, in program order.
+        grad_actions: per rank, the slots of its actions that compute weight gradients, in
+            program order (the chain records their start and end).
         key: (schedule, pp, microbatches, vpp): what the shape is compiled from.
     """
 
@@ -73,7 +77,7 @@ class ScheduleShape:
     send_after_tail: tuple[bool, ...]
     num_chunks: int
     num_transfers: int
-    owners: tuple[tuple[Slot, ...], ...]
+    grad_actions: tuple[tuple[Slot, ...], ...]
     key: tuple[str, int, int, int]
 
 
@@ -114,16 +118,21 @@ def schedule_shape(name: str, pp: int, num_microbatches: int, vpp: int) -> Sched
             for i, a in enumerate(acts)
             if a.kind == "W" or (a.kind == "B" and (a.stage, a.microbatch) not in split)
         }
+        first_forward: set[int] = set()
         for i, a in enumerate(acts):
             body = {"F": "forward", "W": "weight"}.get(a.kind) or (
                 "backward_input" if (a.stage, a.microbatch) in split else "backward"
             )
+            if a.kind == "F" and a.stage not in first_forward:
+                first_forward.add(a.stage)
+                body = "first_forward"
+            computes = a.kind == "W" or (a.kind == "B" and body == "backward")
             out = sent(a, num_chunks)
             peer = -1
             if out is not None:
                 target = a.stage + 1 if a.kind == "F" else a.stage - 1
                 peer = stage_rank(name, target, a.microbatch, pp, num_microbatches)
-            slot = Slot(rank, a.stage, body, last_grad.get(a.stage) == i, peer)
+            slot = Slot(rank, a.stage, body, computes, last_grad.get(a.stage) == i, peer)
             slot_of[(rank, i)] = slots.setdefault(slot, len(slots))
     order = _topological(actions, num_chunks)
     transfers: dict[SendKey, int] = {}
@@ -141,11 +150,11 @@ def schedule_shape(name: str, pp: int, num_microbatches: int, vpp: int) -> Sched
     for index in slot_of.values():
         counts[index] += 1
     by_index = list(slots)
-    owners = tuple(
+    grad_actions = tuple(
         tuple(
             by_index[slot_of[(r, i)]]
             for i in range(len(acts))
-            if by_index[slot_of[(r, i)]].owns_grads
+            if by_index[slot_of[(r, i)]].computes_grads
         )
         for r, acts in enumerate(actions)
     )
@@ -159,7 +168,7 @@ def schedule_shape(name: str, pp: int, num_microbatches: int, vpp: int) -> Sched
         send_after_tail=tuple(actions[r][i].kind == "F" for r, i in order),
         num_chunks=num_chunks,
         num_transfers=len(transfers),
-        owners=owners,
+        grad_actions=grad_actions,
         key=(name, pp, num_microbatches, vpp),
     )
 

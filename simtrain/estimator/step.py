@@ -29,6 +29,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from simtrain.catalog.frameworks import get_framework
 from simtrain.errors import SpecError
 from simtrain.estimator.chunks import Chunk, ChunkSource, chunk_base
 from simtrain.estimator.pipeline import ScheduleShape, Slot, schedule_shape
@@ -38,9 +39,11 @@ from simtrain.parallel.layout import RankLayout
 from simtrain.parallel.segments import SegmentPlan
 from simtrain.parallel.stages import chunk_layers
 from simtrain.specs.experiment import ExperimentSpec
+from simtrain.specs.framework_resolve import effective_zero_stage
+from simtrain.workload.linear import weight_cast_op
 from simtrain.workload.ops import Op
+from simtrain.workload.optimizers import optimizer_op
 from simtrain.workload.primitives import ACT_BYTES
-from simtrain.workload.transformer import optimizer_op
 
 _SCHEDULING_FIELDS = frozenset(
     {
@@ -53,6 +56,7 @@ _SCHEDULING_FIELDS = frozenset(
         "zero_stage",
         "zero_shard_group_size",
         "overlap_grad_reduce",
+        "overlap_replica_grad_reduce",
         "grad_bucket_size_bytes",
     }
 )
@@ -88,41 +92,65 @@ class StepEstimate:
         return self.bubble_s / self.step_time_s if self.step_time_s > 0 else 0.0
 
 
+Flush = tuple[float | None, float, float, float]
+"""One gradient bucket: (offset of the layer that fills it from its action's start, or None
+for a flush at the action's end; seconds on the gradient stream; seconds of the cross-group
+all-reduce when it runs on a stream of its own, else 0; whether it issues anything (1/0))."""
+
+
 @dataclass(frozen=True)
 class _Gradients:
     """One rank's gradient reduction, optimizer step and parameter gather (internal).
 
+    The buckets are fixed by sizes alone; :meth:`finish` places them in time, as the
+    builder's ``_GradientReducer`` issues them on the rank's gradient streams.
+
     Attributes:
-        buckets: (owning action's ordinal on the rank, offset of the layer that fills the
-            bucket from that action's start, seconds of the bucket's collectives).
-        tail_s: seconds of the last bucket, issued after the rank's last compute.
-        issues: whether any gradient collective runs (the optimizer then waits for them).
-        optimizer_s: seconds of the optimizer step.
-        gather_s: seconds of the ZeRO-1/2 parameter all-gather after it (0: none).
+        actions: per action that computes weight gradients (in program order), its buckets.
+        tail: the last bucket, issued after the rank's last compute.
+        optimizer_s: seconds of the optimizer step (with the FP8 weight cast).
+        gather_s: seconds of the parameter all-gather after it (0: none).
     """
 
-    buckets: list[tuple[int, float, float]]
-    tail_s: float
-    issues: bool
+    actions: tuple[tuple[Flush, ...], ...]
+    tail: Flush
     optimizer_s: float
     gather_s: float
 
     def finish(
-        self, starts: list[float], compute_free: float, hold: float, pp_free: float
+        self, marks: list[tuple[float, float]], compute_free: float, hold: float, pp_free: float
     ) -> tuple[float, float, float]:
-        """(end of the rank's step, optimizer busy time, time waited) given its timeline."""
-        dp_free = 0.0
-        for ordinal, offset, seconds in self.buckets:
-            dp_free = max(starts[ordinal] + offset, dp_free) + seconds
-        if self.tail_s:
-            dp_free = max(compute_free, dp_free) + self.tail_s
+        """(end of the rank's step, optimizer busy time, time waited) given its timeline.
+
+        ``marks`` holds the (start, end) of each action computing weight gradients.
+        """
+        grad_free = replica_free = reduced = 0.0
+        issued = False
+
+        def flush(bucket: Flush, after: float, last_compute: float) -> None:
+            nonlocal grad_free, replica_free, reduced, issued
+            _, grad_s, replica_s, issues = bucket
+            if not issues:
+                return
+            end = after
+            if grad_s:
+                end = grad_free = max(after, grad_free) + grad_s
+            if replica_s:  # not overlapped: after the backward, on a stream of its own
+                end = replica_free = max(end, last_compute, replica_free) + replica_s
+            reduced, issued = max(reduced, end), True
+
+        for (start, end), buckets in zip(marks, self.actions, strict=True):
+            for bucket in buckets:
+                offset = bucket[0]
+                flush(bucket, end if offset is None else start + offset, end)
+        flush(self.tail, compute_free, compute_free)
         ready = max(compute_free, hold)
-        begin = max(ready, dp_free) if self.issues else ready
+        begin = max(ready, reduced) if issued else ready
         end = begin + self.optimizer_s
         waited = begin - ready
         last = max(end, pp_free)
         if self.gather_s:
-            gather = max(end, dp_free) + self.gather_s
+            gather = max(end, grad_free) + self.gather_s
             waited += max(0.0, gather - last)
             last = max(last, gather)
         return last, self.optimizer_s, waited
@@ -158,25 +186,40 @@ class _Setup:
     hooks: list[bool]
     p2p_bytes: float
     context: _Context
+    zero_stage: int
+    profile: Any
+    fp8_recipe: str
+
+    @property
+    def every_mb(self) -> bool:
+        """The stack reduces sharded gradients after every microbatch's backward."""
+        return self.zero_stage >= 2 and self.profile.sharding.reduce_every_microbatch
+
+    @property
+    def grad_key(self) -> tuple[Any, ...]:
+        """What a rank's gradient reduction depends on besides its actions and context."""
+        p = self.spec.parallel
+        return (self.zero_stage, p.grad_bucket_size_bytes, p.overlap_replica_grad_reduce,
+                self.spec.training.grad_reduce_dtype)  # fmt: skip
 
 
 def _chain_actions(
     shape: ScheduleShape, table: list[tuple[float, float, float, ActionTiming]], num: int
-) -> tuple[list[float], list[float], list[float], list[list[float]]]:
+) -> tuple[list[float], list[float], list[float], list[list[tuple[float, float]]]]:
     """Chain a compiled schedule's actions (see :mod:`simtrain.estimator.pipeline`).
 
     Returns, per rank, when its compute stream frees, when its last action's trailing
-    collectives end, when its transfers end, and the start of each of its actions that own
-    gradients. It depends only on the schedule and the slots' times, so configurations
-    that share both share it.
+    collectives end, when its transfers end, and the start and end of each of its actions
+    that compute weight gradients. It depends only on the schedule and the slots' times, so
+    configurations that share both share it.
     """
     compute_free, hold, pp_free = [0.0] * num, [0.0] * num, [0.0] * num
     arrival = [0.0] * shape.num_transfers
-    owner_starts: list[list[float]] = [[] for _ in range(num)]
+    marks: list[list[tuple[float, float]]] = [[] for _ in range(num)]
     ranks, slots, recvs, sends, tails = (
         shape.rank, shape.slot, shape.recv, shape.send, shape.send_after_tail
     )  # fmt: skip
-    owning = [s.owns_grads for s in shape.slots]
+    computing = [s.computes_grads for s in shape.slots]
     for i in range(len(ranks)):
         r, k = ranks[i], slots[i]
         compute_end, tail_end, p2p_s, _ = table[k]
@@ -194,9 +237,9 @@ def _chain_actions(
             if pp_free[r] > ready:
                 ready = pp_free[r]
             pp_free[r] = arrival[j] = ready + p2p_s
-        if owning[k]:
-            owner_starts[r].append(start)
-    return compute_free, hold, pp_free, owner_starts
+        if computing[k]:
+            marks[r].append((start, end))
+    return compute_free, hold, pp_free, marks
 
 
 @dataclass
@@ -248,15 +291,21 @@ class Estimator:
             p.overlap_grad_reduce and len(self._group(layout, r, dp_axis, p)) > 1 for r in ranks
         ]
         p2p_bytes = p2p_op(spec).comm_bytes
-        ops_key = self._ops_key(spec)
+        zero_stage = effective_zero_stage(spec)
+        profile = get_framework(spec.training.framework)
+        every_mb = zero_stage >= 2 and profile.sharding.reduce_every_microbatch
+        ops_key = self._ops_key(spec, zero_stage, profile)
         context_key = (ops_key, id(compute), id(network), id(layout), p.zero_shard_group_size,
-                       p.vpp, tuple(hooks), p2p_bytes)  # fmt: skip
+                       p.vpp, tuple(hooks), p2p_bytes, every_mb)  # fmt: skip
         context = self._contexts.get(context_key)
         if context is None:
             context = self._contexts[context_key] = _Context(
                 self._chunks(spec, ops_key, p.pp * p.vpp)
             )
-        setup = _Setup(spec, compute, network, layout, ranks, dp_axis, hooks, p2p_bytes, context)
+        setup = _Setup(
+            spec, compute, network, layout, ranks, dp_axis, hooks, p2p_bytes, context,
+            zero_stage, profile, make_shard(spec).recipe,
+        )  # fmt: skip
         name = p.pipeline_schedule if p.pp > 1 else "1f1b"
         chunks = context.chunks
         m = p.num_microbatches
@@ -314,83 +363,107 @@ class Estimator:
         chained = self._chains.get(key)
         if chained is None:
             chained = self._chains[key] = _chain_actions(shape, table, num)
-        compute_free, hold, pp_free, owner_starts = chained
+        compute_free, hold, pp_free, marks = chained
         busy, waited = [0.0] * num, [0.0] * num
         for k, slot in enumerate(shape.slots):
             timing = table[k][3]
             busy[slot.rank] += shape.slot_counts[k] * timing.busy_s
             waited[slot.rank] += shape.slot_counts[k] * (timing.compute_end_s - timing.busy_s)
         step = 0.0
-        p = setup.spec.parallel
         for r in range(num):
-            key = (shape.owners[r], p.zero_stage, p.grad_bucket_size_bytes)
+            key = (shape.grad_actions[r], setup.grad_key)
             grads = setup.context.grads.get(key)
             if grads is None:
-                grads = setup.context.grads[key] = self._grads(setup, r, shape.owners[r])
+                grads = setup.context.grads[key] = self._grads(setup, r, shape.grad_actions[r])
             last, opt_busy, opt_waited = grads.finish(
-                owner_starts[r], compute_free[r], hold[r], pp_free[r]
+                marks[r], compute_free[r], hold[r], pp_free[r]
             )
             busy[r] += opt_busy
             waited[r] += opt_waited
             step = max(step, last)
         return step, busy, waited
 
-    def _grads(self, setup: _Setup, r: int, owners: tuple[Slot, ...]) -> _Gradients:
+    def _grads(self, setup: _Setup, r: int, actions: tuple[Slot, ...]) -> _Gradients:
         """The rank's gradient buckets, optimizer and parameter gather (see :class:`_Gradients`).
 
-        The buckets fill as the builder's reducer fills them: layer by layer in the order
-        each owning action finishes its layers, a bucket issued once it holds
-        ``grad_bucket_size_bytes`` (with overlap), the rest after the rank's last compute.
-        ZeRO 0 all-reduces a bucket over the data-parallel group; ZeRO >= 1 reduce-scatters it
-        over the shard group and, under hybrid sharding, all-reduces the shard across groups.
+        The builder's reducer, replayed on sizes: an action *reduces* if it owns its chunk's
+        gradients (its last weight-gradient pass on the rank), or computes any when the stack
+        reduces after every microbatch (ZeRO >= 2 under FSDP and DeepSpeed). A reducing
+        action adds its layers' gradients one by one in the order they finish and, with
+        overlap, issues a bucket once it holds ``grad_bucket_size_bytes`` (every layer for
+        FSDP's per-unit ZeRO-3 reduce-scatter); after every microbatch the stacks that do
+        so flush it, and the rest goes after the rank's last compute. ZeRO 0 all-reduces a
+        bucket over the data-parallel group; ZeRO >= 1 reduce-scatters it over the shard
+        group and, under hybrid sharding, all-reduces the shard across groups (on a stream
+        of its own after the backward when that is not overlapped).
         """
         spec, p = setup.spec, setup.spec.parallel
         grad_bytes = GRAD_BYTES[spec.training.grad_reduce_dtype]
-        rank, network = setup.ranks[r], setup.network
+        rank, network, stage = setup.ranks[r], setup.network, setup.zero_stage
+        sharding = setup.profile.sharding
         group = self._group(setup.layout, rank, setup.dp_axis, p)
         shard, replica = self._split(group, rank, p.zero_shard_group_size)
-        parts: list[tuple[str, tuple[int, ...], float]] = []
-        if len(group) > 1:
-            if p.zero_stage == 0:
-                parts = [("all_reduce", group, 1.0)]
-            else:
-                parts = [("reduce_scatter", shard, 1.0)] if len(shard) > 1 else []
-                if len(replica) > 1:
-                    parts.append(("all_reduce", replica, 1.0 / len(shard)))
+        per_unit = stage == 3 and sharding.reduce_scatter_granularity == "per_unit"
+        bucket_bytes = 1 if per_unit else p.grad_bucket_size_bytes
+        every_mb = stage >= 2 and sharding.reduce_every_microbatch
+        overlap_replica = p.overlap_replica_grad_reduce is not False
+        durations: dict[float, Flush] = {}
 
-        durations: dict[float, float] = {}
-
-        def bucket_s(size: float) -> float:
+        def bucket(offset: float | None, size: float) -> Flush:
             found = durations.get(size)
             if found is None:
-                found = durations[size] = sum(
-                    self._collective_s(network, kind, members, size * fraction)
-                    for kind, members, fraction in parts
-                )
-            return found
+                grad_s = replica_s = 0.0
+                issues = size > 0 and len(group) > 1
+                if issues and stage == 0:
+                    grad_s = self._collective_s(network, "all_reduce", group, size)
+                elif issues:
+                    if len(shard) > 1:
+                        grad_s = self._collective_s(network, "reduce_scatter", shard, size)
+                    if len(replica) > 1:
+                        across = self._collective_s(
+                            network, "all_reduce", replica, size / len(shard)
+                        )
+                        if overlap_replica:
+                            grad_s += across
+                        else:
+                            replica_s = across
+                found = durations[size] = (None, grad_s, replica_s, float(issues))
+            return (offset, *found[1:])
 
-        buckets: list[tuple[int, float, float]] = []
-        pending, elements = 0.0, 0
-        for ordinal, slot in enumerate(owners):
-            timing = setup.context.slots[slot][3]
+        flushes: list[tuple[Flush, ...]] = []
+        pending, elements, fp8_elements = 0.0, 0, 0
+        for slot in actions:
             chunk = setup.context.chunks[slot.chunk]
-            per_layer, total = chunk.source.elements(chunk)
-            elements += total
-            for layer, layer_end in timing.layer_end_s:
-                pending += per_layer.get(layer, 0) * grad_bytes
-                if setup.hooks[r] and pending >= p.grad_bucket_size_bytes:
-                    buckets.append((ordinal, layer_end, bucket_s(pending)))
+            per_layer, total, fp8 = chunk.source.elements(chunk)
+            if slot.owns_grads:
+                elements += total
+                fp8_elements += fp8
+            found: list[Flush] = []
+            if slot.owns_grads or every_mb:
+                timing = setup.context.slots[slot][3]
+                for layer, layer_end in timing.layer_end_s:
+                    pending += per_layer.get(layer, 0) * grad_bytes
+                    if setup.hooks[r] and pending >= bucket_bytes:
+                        found.append(bucket(layer_end, pending))
+                        pending = 0.0
+                if every_mb:
+                    found.append(bucket(None, pending))
                     pending = 0.0
-        factor = len(shard) if p.zero_stage >= 1 else 1
-        optimizer = optimizer_op(elements / factor, spec.training.optimizer)
+            flushes.append(tuple(found))
+        factor = len(shard) if stage >= 1 else 1
+        step: tuple[Op, ...] = (optimizer_op(elements / factor, spec.training.optimizer),)
+        if fp8_elements:  # the FP8 weight copies are refreshed once per step
+            step += (weight_cast_op(fp8_elements, setup.fp8_recipe),)
         gather = 0.0
-        if p.zero_stage in (1, 2) and len(shard) > 1:
+        gathers_after = stage == 1 or (
+            stage == 2 and sharding.zero2_param_gather == "after_optimizer"
+        )
+        if gathers_after and len(shard) > 1:
             gather = self._collective_s(network, "all_gather", shard, elements * ACT_BYTES)
         return _Gradients(
-            buckets=buckets,
-            tail_s=bucket_s(pending) if pending > 0 and parts else 0.0,
-            issues=bool(parts) and (bool(buckets) or pending > 0),
-            optimizer_s=setup.compute.task_time_s((optimizer,)),
+            actions=tuple(flushes),
+            tail=bucket(None, pending),
+            optimizer_s=setup.compute.task_time_s(step),
             gather_s=gather,
         )
 
@@ -419,7 +492,8 @@ class Estimator:
         *signature*), so stages of a pipeline and configurations of a search share timings.
         """
         chunk = chunks[slot.chunk]
-        hooks = slot.owns_grads and setup.hooks[slot.rank]
+        reduces = slot.owns_grads or (setup.every_mb and slot.computes_grads)
+        hooks = reduces and setup.hooks[slot.rank]
         found = setup.context.signatures.get((slot.rank, slot.chunk))
         if found is None:
             found = setup.context.signatures[(slot.rank, slot.chunk)] = self._signature(
@@ -543,13 +617,21 @@ class Estimator:
             chunks.append(Chunk(source, layers, *chunk_base(spec, layers)))
         return chunks
 
-    def _ops_key(self, spec: ExperimentSpec) -> str:
-        """What a chunk's ops depend on: everything but scheduling and placement fields."""
+    def _ops_key(self, spec: ExperimentSpec, zero_stage: int, profile: Any) -> str:
+        """What a chunk's ops depend on: everything but scheduling and placement fields.
+
+        The ZeRO stage matters only through the parameter gathers the builder inserts:
+        everywhere under ZeRO-3, in the first forward under FSDP's ZeRO-2.
+        """
         p = spec.parallel
         parallel = {
             k: v for k, v in p.model_dump(mode="json").items() if k not in _SCHEDULING_FIELDS
         }
-        parallel["zero3_gathers"] = p.zero_stage == 3 and (p.dp or 1) * p.cp > 1
+        sharded = (p.dp or 1) * p.cp > 1
+        forward_gather = zero_stage == 2 and profile.sharding.zero2_param_gather == "forward"
+        parallel["param_gathers"] = sharded and (
+            "all" if zero_stage == 3 else "first_forward" if forward_gather else ""
+        )
         ops = json.dumps(parallel, sort_keys=True)
         return f"{self._dump(spec.model)}|{ops}|{self._dump(spec.training)}"
 

@@ -8,11 +8,12 @@ from typing import Any
 import numpy as np
 
 from simtrain.metrics.cost import cost_summary
-from simtrain.metrics.flops import StepFlops
+from simtrain.metrics.flops import StepFlops, flops_per_token_by_convention
 from simtrain.metrics.timeline import RankTime
 from simtrain.parallel.program import Program
 from simtrain.specs.experiment import ExperimentSpec
 from simtrain.specs.hardware import AcceleratorSpec
+from simtrain.workload.optimizers import OPTIMIZERS
 
 
 @dataclass
@@ -22,11 +23,19 @@ class MemorySummary:
     peak_bytes: float
     capacity_bytes: float
     breakdown_bytes: dict[str, float]
+    near_limit_bytes: float = 0.0
+
+    @property
+    def verdict(self) -> str:
+        """``fits``, ``near_limit`` or ``oom`` (``simtrain.memory.memory_verdict``)."""
+        from simtrain.memory.estimate import memory_verdict
+
+        return memory_verdict(self.peak_bytes, self.capacity_bytes, self.near_limit_bytes)
 
     @property
     def fits(self) -> bool:
-        """Whether the peak fits in device memory."""
-        return self.peak_bytes <= self.capacity_bytes
+        """False only when the peak exceeds the capacity beyond the near-limit band."""
+        return self.verdict != "oom"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (report key ``memory``)."""
@@ -34,6 +43,8 @@ class MemorySummary:
             "peak_bytes": self.peak_bytes,
             "capacity_bytes": self.capacity_bytes,
             "fits": self.fits,
+            "verdict": self.verdict,
+            "near_limit_bytes": self.near_limit_bytes,
             "breakdown_bytes": dict(self.breakdown_bytes),
         }
 
@@ -58,6 +69,10 @@ class SimulationResult:
             timing its tasks excluded).
         wall_time_s: host seconds the simulation took (build + replay).
         version: simtrain version that produced the result.
+        comm_choices: (algorithm, protocol) of each task's communication, as the network
+            model chose them (empty strings for compute tasks).
+        step_times_s: step time of every replayed step (``simulate(repeat=N)``); the first
+            is ``step_time_s``.
     """
 
     spec: ExperimentSpec
@@ -75,6 +90,8 @@ class SimulationResult:
     replay_wall_s: float = 0.0
     wall_time_s: float = 0.0
     version: str = ""
+    comm_choices: list[tuple[str, str]] = field(default_factory=list, repr=False)
+    step_times_s: tuple[float, ...] = ()
 
     @property
     def num_gpus(self) -> int:
@@ -105,9 +122,10 @@ class SimulationResult:
     def model_state_bytes(self) -> float:
         """Bytes of weights, gradients and optimizer states of the whole job.
 
-        This is the checkpoint basis: 16 per parameter for mixed-precision Adam, 8 for SGD.
+        This is the checkpoint basis: the 16-bit weight and gradient (4 bytes) plus the
+        optimizer's FP32 master and states, 16 per parameter for mixed-precision Adam.
         """
-        per_param = 16 if self.spec.training.optimizer == "adam" else 8
+        per_param = 4 + OPTIMIZERS[self.spec.training.optimizer].state_bytes
         return float(self.num_params * per_param)
 
     def _mean(self, attribute: str) -> float:
@@ -148,6 +166,7 @@ class SimulationResult:
             "tokens_per_step": self.tokens_per_step,
             "model_flops_per_step": self.flops.model,
             "hardware_flops_per_step": self.flops.hardware,
+            "model_flops_per_token": flops_per_token_by_convention(self.spec.model),
             "simulation": {
                 "wall_time_s": self.wall_time_s,
                 "events": self.num_events,
@@ -158,8 +177,25 @@ class SimulationResult:
                 "simulated_ranks": len(self.ranks),
                 "tasks": len(self.program.tasks),
             },
+            **self.step_time_distribution(),
             "spec": self.spec.model_dump(mode="json"),
             "simtrain_version": self.version,
+        }
+
+    def step_time_distribution(self) -> dict[str, float | int]:
+        """Mean, median, 99th percentile and standard deviation of the replayed step times.
+
+        Empty for a single step: the keys of ``simtrain run --repeat N`` (N > 1).
+        """
+        if len(self.step_times_s) < 2:
+            return {}
+        times = np.array(self.step_times_s)
+        return {
+            "step_time_s_mean": float(times.mean()),
+            "step_time_s_p50": float(np.percentile(times, 50)),
+            "step_time_s_p99": float(np.percentile(times, 99)),
+            "step_time_s_std": float(times.std(ddof=1)),
+            "step_time_repeats": len(times),
         }
 
     # Notebook views (simtrain.report draws them; imported on use to keep this module light)

@@ -23,24 +23,22 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from simtrain.catalog.frameworks import get_framework
 from simtrain.parallel.layout import RankLayout
 from simtrain.parallel.program import Program, Task
 from simtrain.parallel.schedules import get_schedule, split_backwards, stage_rank
 from simtrain.parallel.segments import SegmentPlan, segment_ops
-from simtrain.parallel.stages import chunk_layers
+from simtrain.parallel.sharding import with_param_gathers
+from simtrain.parallel.stages import chunk_layers, recomputed_layers
 from simtrain.specs.experiment import ExperimentSpec
+from simtrain.specs.framework_resolve import effective_zero_stage
+from simtrain.workload.linear import weight_cast_op
 from simtrain.workload.ops import Op
-from simtrain.workload.primitives import collective
-from simtrain.workload.transformer import (
-    ACT_BYTES,
-    Shard,
-    embedding_ops,
-    head_ops,
-    layer_ops,
-    optimizer_op,
-)
+from simtrain.workload.optimizers import optimizer_op
+from simtrain.workload.primitives import FP8_DTYPES
+from simtrain.workload.transformer import ACT_BYTES, Shard, embedding_ops, head_ops, layer_ops
 
-GRAD_BYTES = {"fp32": 4, "bf16": 2}
+GRAD_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 SHARD_AXIS = "dp_shard"  # pseudo-axis of a rank's ZeRO shard group (see _RankBuilder.group)
 Dep = int | str  # a task index, or the key of a point-to-point transfer resolved at the end
 
@@ -177,10 +175,12 @@ class ChunkOps:
     """Ops of one model chunk for one microbatch, per action kind."""
 
     forward: tuple[Op, ...]
+    first_forward: tuple[Op, ...]  # the step's first forward (ZeRO-2 under FSDP gathers here)
     backward: tuple[Op, ...]  # including weight gradients
     backward_input: tuple[Op, ...]  # without weight gradients (for schedules with W)
     weight: tuple[Op, ...]  # the weight gradients alone
     layer_elements: dict[int, int]  # local weight elements per layer (-1: input embedding)
+    fp8_elements: int  # local weight elements of FP8 linear layers (cast once per step)
 
     @property
     def weight_elements(self) -> int:
@@ -197,7 +197,11 @@ def _recomputed(ops: Sequence[Op]) -> tuple[Op, ...]:
 def chunk_ops(
     spec: ExperimentSpec, shard: Shard, layers: range, first: bool, last: bool
 ) -> ChunkOps:
-    """Ops of one model chunk (``layers``; ``first``/``last``: it holds the embedding/head)."""
+    """Ops of one model chunk (``layers``; ``first``/``last``: it holds the embedding/head).
+
+    The builder cuts these into every action's tasks; the analytical estimator
+    (:mod:`simtrain.estimator`) times the same ops.
+    """
     model, recompute = spec.model, spec.parallel.recompute
     forward: list[Op] = []
     backward: list[Op] = []
@@ -212,8 +216,9 @@ def chunk_ops(
         split = next(i for i, op in enumerate(head) if op.name == "cross_entropy") + 1
         forward += head[:split]
         backward += head[split:]
-    for ops in reversed(per_layer):
-        if recompute == "full":
+    full = recomputed_layers(layers, spec.parallel.recompute_layer_fraction)
+    for layer, ops in zip(reversed(layers), reversed(per_layer), strict=True):
+        if recompute == "full" and layer in full:
             backward += _recomputed(ops.forward)
         elif recompute == "selective":
             backward += _recomputed(ops.attention_core)
@@ -231,19 +236,28 @@ def chunk_ops(
         ) * model.hidden_size
     backward_input = [op for op in backward if op.phase != "bwd_weight"]
     weight = tuple(op for op in backward if op.phase == "bwd_weight")
-    per_layer_elements = _layer_weight_elements(backward)
+    tensors = _layer_weight_tensors(backward)
     if embedding:
-        per_layer_elements[-1] += embedding
-    if spec.parallel.zero_stage == 3 and (spec.parallel.dp or 1) * spec.parallel.cp > 1:
-        forward = _with_param_gathers(forward, per_layer_elements, SHARD_AXIS)
-        backward = _with_param_gathers(backward, per_layer_elements, SHARD_AXIS)
-        backward_input = _with_param_gathers(backward_input, per_layer_elements, SHARD_AXIS)
+        tensors[-1].append(embedding)
+    gathered_forward = forward
+    sharded = (spec.parallel.dp or 1) * spec.parallel.cp > 1
+    stage = effective_zero_stage(spec)
+    behaviour = get_framework(spec.training.framework).sharding
+    if sharded and stage == 3:
+        forward = gathered_forward = with_param_gathers(forward, tensors, SHARD_AXIS, behaviour)
+        backward = with_param_gathers(backward, tensors, SHARD_AXIS, behaviour)
+        backward_input = with_param_gathers(backward_input, tensors, SHARD_AXIS, behaviour)
+    elif sharded and stage == 2 and behaviour.zero2_param_gather == "forward":
+        # FSDP SHARD_GRAD_OP: gathered unit by unit in the step's first forward, then kept.
+        gathered_forward = with_param_gathers(forward, tensors, SHARD_AXIS, behaviour)
     return ChunkOps(
         forward=tuple(forward),
+        first_forward=tuple(gathered_forward),
         backward=tuple(backward),
         backward_input=tuple(backward_input),
         weight=weight,
-        layer_elements=dict(per_layer_elements),
+        layer_elements={layer: sum(sizes) for layer, sizes in tensors.items()},
+        fp8_elements=sum(op.m * op.n * op.batch for op in weight if op.dtype in FP8_DTYPES),
     )
 
 
@@ -259,42 +273,18 @@ def make_shard(spec: ExperimentSpec) -> Shard:
         spec.training.dtype,
         spec.training.attention_kernel,
         p.cp_algorithm,
+        spec.training.fp8_recipe or "delayed",  # the default recipe of dtype fp8
     )
 
 
 def p2p_op(spec: ExperimentSpec) -> Op:
     """The pipeline transfer of one microbatch's activations (or their gradients)."""
     p, model = spec.parallel, spec.model
-    # Activations cross stages scattered over the TP group (Narayanan et al. §4.1).
-    size = p.micro_batch_size * model.seq_length // p.cp * model.hidden_size * ACT_BYTES // p.tp
+    # Activations cross stages scattered over the TP group (Narayanan et al. §4.1) when the
+    # stack does so; otherwise every TP rank sends the whole tensor.
+    scatter = p.tp if get_framework(spec.training.framework).pipeline_scatter_gather else 1
+    size = p.micro_batch_size * model.seq_length // p.cp * model.hidden_size * ACT_BYTES // scatter
     return Op(name="send_recv", kind="p2p", comm="send_recv", axis="pp", comm_bytes=size)
-
-
-def _with_param_gathers(ops: Sequence[Op], elements: dict[int, int], axis: str) -> list[Op]:
-    """Insert ZeRO-3 parameter all-gathers: each layer's is issued as the previous one starts.
-
-    The gather of layer i+1 overlaps the compute ops of layer i (prefetch of one layer, as
-    FSDP does by default); layer i+1's first compute op waits for it.
-    """
-    runs: list[tuple[int, list[Op]]] = []
-    for op in ops:
-        if runs and runs[-1][0] == op.layer:
-            runs[-1][1].append(op)
-        else:
-            runs.append((op.layer, [op]))
-
-    def gather(layer: int, overlap: int) -> list[Op]:
-        size = elements.get(layer, 0) * ACT_BYTES  # 16-bit weights, gathered output size
-        if size <= 0:
-            return []
-        return [collective("param_all_gather", "all_gather", axis, "fwd", size, layer, overlap)]
-
-    result = gather(runs[0][0], 0) if runs else []
-    for i, (_, run) in enumerate(runs):
-        if i + 1 < len(runs):
-            result += gather(runs[i + 1][0], sum(not op.is_comm for op in run))
-        result += run
-    return result
 
 
 def make_layout(spec: ExperimentSpec) -> RankLayout:
@@ -302,12 +292,12 @@ def make_layout(spec: ExperimentSpec) -> RankLayout:
     return RankLayout.from_spec(spec.parallel)
 
 
-def _layer_weight_elements(ops: Sequence[Op]) -> dict[int, int]:
-    """Local weight elements per layer, from the weight-gradient GEMMs in ``ops``."""
-    per_layer: dict[int, int] = defaultdict(int)
+def _layer_weight_tensors(ops: Sequence[Op]) -> dict[int, list[int]]:
+    """Local weight-tensor elements per layer, from the weight-gradient GEMMs in ``ops``."""
+    per_layer: dict[int, list[int]] = defaultdict(list)
     for op in ops:
         if op.kind == "gemm" and op.phase == "bwd_weight":
-            per_layer[op.layer] += op.m * op.n * op.batch
+            per_layer[op.layer].append(op.m * op.n * op.batch)
     return per_layer
 
 
@@ -320,6 +310,7 @@ class _StepAssembler:
         self.layout = make_layout(spec)
         self.num_chunks = p.pp * p.vpp
         shard = make_shard(spec)
+        self.fp8_recipe = shard.recipe
         self.chunks = [
             chunk_ops(spec, shard, layers, c == 0, c == self.num_chunks - 1)
             for c, layers in enumerate(chunk_layers(model.num_layers, self.num_chunks))
@@ -342,6 +333,8 @@ class _StepAssembler:
         self.instances: dict[str, int] = {}  # collective key -> its one task
         self._segment_cache: dict[tuple[int, str, bool], SegmentPlan] = {}
         self.p2p: dict[str, int] = {}
+        self.profile = get_framework(spec.training.framework)
+        self.zero_stage = effective_zero_stage(spec)
         self.p2p_op = p2p_op(spec)
         self.grad_bytes = GRAD_BYTES[spec.training.grad_reduce_dtype]
         self.dp_axis = "dp-cp" if p.cp > 1 else "dp"
@@ -407,8 +400,20 @@ class _StepAssembler:
         )
         actions = self.actions_by_stage[self.layout.coords(rank)["pp"]]
         split = split_backwards(actions)
-        grads = _GradientReducer(rb, p.zero_stage, p.grad_bucket_size_bytes)
-        local_elements = 0
+        sharding = self.profile.sharding
+        # ZeRO-3 under FSDP reduce-scatters each unit (layer) as its backward ends.
+        per_unit = self.zero_stage == 3 and sharding.reduce_scatter_granularity == "per_unit"
+        bucket = 1 if per_unit else p.grad_bucket_size_bytes
+        grads = _GradientReducer(
+            rb,
+            self.zero_stage,
+            bucket,
+            overlap_replica=p.overlap_replica_grad_reduce is not False,
+        )
+        # FSDP and DeepSpeed reduce sharded gradients after every microbatch's backward.
+        every_mb = self.zero_stage >= 2 and sharding.reduce_every_microbatch
+        first_forward: dict[int, int] = {}  # chunk -> microbatch of its first forward
+        local_elements = fp8_elements = 0
         # A stage's gradients are complete after the last action on this rank that computes
         # its weight gradients (a W, or a B that is not split); DualPipe holds two stages.
         last_grad_action = {
@@ -425,7 +430,8 @@ class _StepAssembler:
             if action.kind == "F":
                 if chunk > 0:
                     rb.waiting.append(f"{pipeline}:F{chunk - 1}:{mb}")
-                rb.emit(self._segments(chunk, "forward", False), label, chunk, mb)
+                body = "first_forward" if first_forward.setdefault(chunk, mb) == mb else "forward"
+                rb.emit(self._segments(chunk, body, False), label, chunk, mb)
                 tail = rb.settle()
                 if chunk < self.num_chunks - 1:
                     self._send(rb, f"{pipeline}:F{chunk}:{mb}", chunk + 1, label, chunk, mb, tail)
@@ -435,7 +441,9 @@ class _StepAssembler:
             split_w = (chunk, mb) in split
             body = "weight" if action.kind == "W" else "backward_input" if split_w else "backward"
             owns_grads = last_grad_action[chunk] == position
-            segments = self._segments(chunk, body, owns_grads and hooks)
+            computes_grads = action.kind == "W" or not split_w
+            reduces = owns_grads or (every_mb and computes_grads)
+            segments = self._segments(chunk, body, reduces and hooks)
             last_of_layer = rb.emit(segments, label, chunk, mb)
             rb.settle()
             if action.kind == "B" and chunk > 0:
@@ -443,15 +451,28 @@ class _StepAssembler:
                 self._send(rb, f"{pipeline}:B{chunk}:{mb}", chunk - 1, label, chunk, mb, after)
             if owns_grads:
                 local_elements += self.chunks[chunk].weight_elements
+                fp8_elements += self.chunks[chunk].fp8_elements
+            if reduces:
                 per_layer = self.chunks[chunk].layer_elements
                 for layer, task in last_of_layer.items():
                     grads.add(per_layer.get(layer, 0) * self.grad_bytes, task, overlap=hooks)
+                if every_mb:
+                    grads.flush(rb.last_compute)
         grads.flush(rb.last_compute)
-        shard_factor = len(grads.shard) if p.zero_stage >= 1 else 1
+        shard_factor = len(grads.shard) if self.zero_stage >= 1 else 1
         rb.waiting += grads.tasks
-        optimizer = optimizer_op(local_elements / shard_factor, self.spec.training.optimizer)
-        rb.emit(segment_ops((optimizer,), False), "optimizer", -1, -1)
-        if p.zero_stage in (1, 2):  # ZeRO-3 gathers parameters layer by layer instead
+        step: tuple[Op, ...] = (
+            optimizer_op(local_elements / shard_factor, self.spec.training.optimizer),
+        )
+        if fp8_elements:  # refresh the FP8 weight copies once per step
+            step += (weight_cast_op(fp8_elements, self.fp8_recipe),)
+        rb.emit(segment_ops(step, False), "optimizer", -1, -1)
+        # ZeRO-3 gathers parameters layer by layer instead, and so does ZeRO-2 under FSDP
+        # (in the next step's first forward).
+        gathers_after = self.zero_stage == 1 or (
+            self.zero_stage == 2 and sharding.zero2_param_gather == "after_optimizer"
+        )
+        if gathers_after:
             grads.all_gather_params(local_elements * ACT_BYTES, rb.last_compute)
 
 
@@ -467,6 +488,7 @@ class _GradientReducer:
     rb: _RankBuilder
     zero_stage: int
     bucket_size_bytes: float
+    overlap_replica: bool = True
     pending_bytes: float = 0.0
     tasks: list[int] = field(default_factory=list)
     group: tuple[int, ...] = ()
@@ -496,8 +518,17 @@ class _GradientReducer:
             last = self._collective("grad_reduce_scatter", "reduce_scatter", size, after)
         if len(self.replica) > 1:
             shard_bytes = size / len(self.shard)
+            # Not overlapped: no compute runs beside it, the same as each layer's backward
+            # waiting for its reduction; it starts once the backward is done, on a stream of
+            # its own so that the reduce-scatters queued behind it still overlap.
+            extra = None if self.overlap_replica else self.rb.last_compute
             last = self._collective(
-                "grad_all_reduce_across_shards", "all_reduce", shard_bytes, last, self.replica
+                "grad_all_reduce_across_shards",
+                "all_reduce",
+                shard_bytes,
+                last,
+                self.replica,
+                extra_after=extra,
             )
         if last is not None:
             self.tasks.append(last)
@@ -514,8 +545,10 @@ class _GradientReducer:
         size: float,
         after: int | None,
         group: tuple[int, ...] | None = None,
+        extra_after: int | None = None,
     ) -> int:
         group = group if group is not None else (self.group if kind == "all_reduce" else self.shard)
+        deps = [d for d in (after, extra_after) if d is not None]
         op = Op(
             name=name,
             kind="collective",
@@ -528,14 +561,14 @@ class _GradientReducer:
         return self.rb.add(
             Task(
                 self.rb.rank,
-                "dp_grad_comm",
+                "dp_grad_comm" if extra_after is None else "dp_replica_comm",
                 f"dp:{name}",
                 "dp_comm",
                 (op,),
                 group=group,
                 collective_key=f"dp|{group[0]}|{seq}|{name}",
             ),
-            [after] if after is not None else [],
+            deps,
         )
 
 

@@ -7,9 +7,11 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from simtrain.specs.base import Spec, divisors, must_divide
+from simtrain.specs.base import MAX_DEVICES, Spec, bounded, divisors, must_divide
 from simtrain.specs.cluster import ClusterSpec
 from simtrain.specs.cost import CostSpec
+from simtrain.specs.framework_resolve import framework_problems, resolve_framework_defaults
+from simtrain.specs.mesh import apply_mesh
 from simtrain.specs.model import ModelSpec
 from simtrain.specs.parallel import ParallelSpec
 from simtrain.specs.reliability import ReliabilitySpec
@@ -19,11 +21,11 @@ from simtrain.specs.training import ExpectedSpec, SimulationSpec, TrainingSpec
 class ExperimentSpec(Spec):
     """A model trained with a parallel configuration on a cluster, plus modelling choices."""
 
-    name: str = "experiment"
-    """Short name shown in reports and validation tables."""
-    description: str = ""
+    name: str = Field(default="experiment", max_length=200)
+    """Short name shown in reports and validation tables (at most 200 characters)."""
+    description: str = Field(default="", max_length=10_000)
     """Free text: what the experiment shows and where its numbers come from."""
-    seed: int = Field(default=0, ge=0)
+    seed: int = bounded(0, ge=0, le=2**63 - 1, why="stored as a signed 64-bit integer")
     """Seed of every random choice in the simulation (same seed, same result)."""
     model: ModelSpec
     """The transformer being trained."""
@@ -45,20 +47,36 @@ class ExperimentSpec(Spec):
     @model_validator(mode="before")
     @classmethod
     def _derive_dp(cls, data: Any) -> Any:
-        """Fill ``parallel.dp`` from the cluster size when the user leaves it out."""
+        """Fill ``parallel.dp`` from the cluster size when the user leaves it out.
+
+        A named mesh (``parallel.mesh``) sets tp, dp and the FSDP sharding first.
+        """
         if not isinstance(data, dict):
             return data
+        data = apply_mesh(data)
         par, clu = data.get("parallel"), data.get("cluster")
         if not (isinstance(par, dict) and isinstance(clu, dict)) or par.get("dp") is not None:
             return data
         try:
             num_gpus = int(clu["num_gpus"])
             mp = int(par.get("tp", 1)) * int(par.get("pp", 1)) * int(par.get("cp", 1))
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, OverflowError):
             return data  # field validation reports the real problem
-        if mp > 0 and num_gpus > 0 and num_gpus % mp == 0:
+        if mp > 0 and 0 < num_gpus <= MAX_DEVICES and num_gpus % mp == 0:
             return {**data, "parallel": {**par, "dp": num_gpus // mp}}
         return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _resolve_framework(cls, data: Any) -> Any:
+        """Fill the switches left unset (None) from the framework profile.
+
+        Downstream code then only sees resolved values; what the experiment sets wins. An
+        unknown framework name is left to :meth:`_check_framework`, which reports it.
+        """
+        if not isinstance(data, dict):
+            return data
+        return resolve_framework_defaults(data)
 
     @model_validator(mode="after")
     def _check_cross_fields(self) -> ExperimentSpec:
@@ -115,12 +133,12 @@ class ExperimentSpec(Spec):
                     f"parallel.pp={p.pp} for the interleaved schedule"
                 )
         if p.pp > 1 and p.pipeline_schedule == "dualpipe" and p.dp is not None and not problems:
-            num_mb = p.num_microbatches  # (not `m`: that is the model)
-            if p.pp % 2 or num_mb % 2 or num_mb < 2 * p.pp:
+            microbatches = p.num_microbatches
+            if p.pp % 2 or microbatches % 2 or microbatches < 2 * p.pp:
                 problems.append(
                     f"parallel.pipeline_schedule=dualpipe needs an even parallel.pp (got {p.pp}) "
-                    f"and an even number of microbatches of at least 2*pp={2 * p.pp} "
-                    f"(got {num_mb})"
+                    "and an even number of microbatches of at least "
+                    f"2*pp={2 * p.pp} (got {microbatches})"
                 )
         if p.zero_shard_group_size is not None and p.dp is not None:
             check(
@@ -139,6 +157,11 @@ class ExperimentSpec(Spec):
                 )
         if p.cp > 1:
             check(must_divide("parallel.cp*2", 2 * p.cp, "model.seq_length", m.seq_length))
+            if m.sliding_window is not None and p.cp_algorithm == "ring":
+                problems.append(
+                    f"parallel.cp_algorithm=ring with parallel.cp={p.cp} cannot run "
+                    f"model.sliding_window={m.sliding_window} (use all_gather or ulysses)"
+                )
             if p.cp_algorithm == "ulysses":
                 check(must_divide("parallel.cp", p.cp, "model.num_heads/tp", m.num_heads // p.tp))
         if p.ep > 1:
@@ -148,13 +171,28 @@ class ExperimentSpec(Spec):
                 check(must_divide("parallel.ep", p.ep, "model.num_experts", m.num_experts))
                 if p.dp is not None:
                     check(must_divide("parallel.ep", p.ep, "parallel.dp*cp", p.dp * p.cp))
+        shape, slices = c.topology.torus_shape, c.topology.num_slices
+        chips = shape[0] * shape[1] * shape[2] * slices
+        if c.topology.kind == "torus_3d" and chips != c.num_gpus:
+            what = "x".join(map(str, shape)) + (f" x {slices} slices" if slices > 1 else "")
+            problems.append(
+                f"cluster.topology.torus_shape={what} must hold cluster.num_gpus={c.num_gpus} "
+                f"chips (it holds {chips})"
+            )
         if c.num_gpus > c.gpus_per_node and c.num_gpus % c.gpus_per_node:
             problems.append(
                 f"cluster.num_gpus={c.num_gpus} must be a multiple of "
                 f"cluster.gpus_per_node={c.gpus_per_node} when it spans nodes"
             )
+        problems += framework_problems(self)
         if problems:
             raise ValueError("; ".join(problems))
+        if p.recompute_layer_fraction < 1 and p.recompute != "full":
+            warnings.warn(
+                "parallel.recompute_layer_fraction has no effect unless parallel.recompute=full",
+                UserWarning,
+                stacklevel=2,
+            )
         if p.sp and p.tp == 1:
             warnings.warn(
                 "parallel.sp=true has no effect with parallel.tp=1", UserWarning, stacklevel=2

@@ -22,6 +22,7 @@ import pandas as pd
 from simtrain.api import simtrain_version
 from simtrain.catalog.prices import preset_price
 from simtrain.errors import SpecError
+from simtrain.limits import MAX_CONFIGS
 from simtrain.report.progress import Advance, Progress
 from simtrain.report.progress import progress as progress_display
 from simtrain.specs.experiment import ExperimentSpec
@@ -78,6 +79,7 @@ def run_sweep(
     usd_per_gpu_hour: float | None = None,
     exhaustive: bool = False,
     simulate_top: int | None = None,
+    max_configs: int = MAX_CONFIGS,
 ) -> SweepResult:
     """Run the sweep: estimate every configuration, simulate the best, tabulate all.
 
@@ -102,13 +104,15 @@ def run_sweep(
         exhaustive: simulate every feasible configuration (no analytical stage).
         simulate_top: configurations simulated after the estimate (default: the sweep's
             ``top_k``, at least :data:`~simtrain.sweep.search.DEFAULT_SIMULATE_TOP`).
+        max_configs: refuse a sweep of more configurations (:mod:`simtrain.limits`).
 
     Raises:
         SpecError: bad sweep input, a non-empty store without resume/overwrite, Ray errors.
     """
     began = time.perf_counter()
     version = simtrain_version()
-    configurations = candidates(sweep, base, version)  # bad input raises here, before any I/O
+    # bad input raises here, before any I/O
+    configurations = candidates(sweep, base, version, max_configs)
     total = count_points(sweep_groups(sweep, base))
     check_executor(executor, address)
     if simulate_top is not None and simulate_top < 1:
@@ -230,6 +234,12 @@ def open_store(store: str | Path, resume: bool, overwrite: bool) -> ResultStore:
         )
     if overwrite and not resume:
         results.clear()
+    elif resume:
+        try:
+            results.get_all()  # unreadable rows are an error now, not after the sweep has run
+        except SpecError:
+            results.close()
+            raise
     return results
 
 

@@ -47,12 +47,19 @@ SPACE: dict[str, list] = {
     "parallel.grad_bucket_size_bytes": [160_000_000, 2_000_000],
     "schedule": [("1f1b", 1), ("interleaved", 2), ("gpipe", 1), ("zb-h1", 1), ("zb-h2", 1),
                  ("dualpipe", 1)],
-    "cluster.accelerator": ["H100-SXM", "A100-80GB"],
+    "parallel.zero_shard_group_size": [None, None, 8],
+    "parallel.overlap_replica_grad_reduce": [None, False],
+    "cluster.accelerator": ["H100-SXM", "H100-SXM", "A100-80GB"],
+    "training.framework": ["megatron-core", "megatron-core", "deepspeed", "pytorch-fsdp2",
+                           "torchtitan", "jax-xla", "nemo"],
+    "simulation.network_model": ["nccl", "nccl", "alpha_beta"],
 }  # fmt: skip
 """Values each random configuration draws from (repeats weight the draw)."""
 
 
-def random_experiments(model: dict, count: int, seed: int, num_gpus: int = 64) -> list:
+def random_experiments(
+    model: dict, count: int, seed: int, num_gpus: int = 64, batch: int = 64
+) -> list:
     """``count`` valid experiments drawn from SPACE (invalid draws are redrawn)."""
     rng = np.random.default_rng(seed)
     specs = []
@@ -62,13 +69,19 @@ def random_experiments(model: dict, count: int, seed: int, num_gpus: int = 64) -
         if vpp > 1 and point["parallel.pp"] == 1:
             continue  # no pipeline to interleave (the engine refuses it too)
         layers = model["num_layers"]
+        if point["parallel.zero_shard_group_size"] is None:
+            del point["parallel.zero_shard_group_size"]
+        if point["parallel.overlap_replica_grad_reduce"] is None:
+            del point["parallel.overlap_replica_grad_reduce"]
+        if point["training.framework"] == "jax-xla" and point["cluster.accelerator"] != "H100-SXM":
+            continue
         overrides = [f"{k}={v}" for k, v in point.items()]
         overrides += [f"parallel.pipeline_schedule={schedule}", f"parallel.vpp={vpp}"]
         if model.get("num_experts"):
             overrides.append(f"parallel.ep={[1, 2, 4][rng.integers(3)]}")
         data = experiment_dict(
             {**model, "num_layers": layers},
-            parallel={"global_batch_size": 64},
+            parallel={"global_batch_size": batch},
             cluster={"num_gpus": num_gpus, "gpus_per_node": 8},
         )
         try:
@@ -120,6 +133,21 @@ def check(name: str, found: list[tuple[float, str]]) -> None:
 )  # fmt: skip
 def test_random_configurations_agree(name, model, seed):
     check(f"random {name}", errors(random_experiments(model, 14, seed)))
+
+
+def test_many_microbatches_agree():
+    # The estimator extrapolates the step over the microbatch count past a few per stage.
+    specs = random_experiments({**LLAMA_TINY, "num_layers": 8}, 10, seed=6, num_gpus=16,
+                               batch=512)  # fmt: skip
+    assert sum(s.parallel.num_microbatches >= 9 * s.parallel.pp for s in specs) >= 5
+    check("many microbatches", errors(specs))
+
+
+def test_fp8_agrees():
+    specs = random_experiments({**LLAMA_TINY, "num_layers": 8}, 4, seed=7, num_gpus=16)
+    fp8 = [s.model_copy(update={"training": s.training.model_copy(update={"dtype": "fp8"})})
+           for s in specs if s.cluster.accelerator == "H100-SXM"]  # fmt: skip
+    check("fp8", errors(fp8))
 
 
 def test_flow_network_model_agrees():

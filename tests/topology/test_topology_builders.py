@@ -26,7 +26,7 @@ def test_default_topology_spec_is_full_bisection_fat_tree():
 
 def test_unknown_topology_kind_is_a_validation_error():
     with pytest.raises(ValidationError, match="kind"):
-        cluster(topology={"kind": "dragonfly"})
+        cluster(topology={"kind": "hypercube"})
 
 
 def test_typo_in_topology_field_is_rejected():
@@ -42,19 +42,25 @@ def test_nvswitch_node_counts_and_nvls_capability():
     assert h100.nvls_switch is not None and a100.nvls_switch is None
 
 
-def test_mi250x_node_is_a_full_mesh_of_gcds():
-    topo = build_topology(cluster("MI250X", num_gpus=8))
+def test_mi300x_node_is_a_full_mesh():
+    topo = build_topology(cluster("MI300X", num_gpus=8))
     assert topo.node_fabric == "p2p_mesh"
     assert topo.num_links == 8 * 7
-    # each pair link carries 1/7 of the GCD's fabric bandwidth
-    assert np.allclose(topo.link_bandwidth_bytes_per_s * 7, 280e9)
+    # each pair link carries 1/7 of the GPU's fabric bandwidth (316.82 GB/s, amd.md §4.2)
+    assert np.allclose(topo.link_bandwidth_bytes_per_s * 7, 316.82e9)
 
 
 def test_three_tier_when_leaves_do_not_fit_one_pod():
-    topo = build_topology(cluster(num_gpus=8 * 64, topology={"switch_radix": 8}))
+    topo = build_topology(cluster(num_gpus=8 * 64, topology={"switch_radix": 16}))
     counts = topo.count_nodes()
     assert topo.details["tiers"] == "3"
-    assert counts["leaf"] == 128 and "core" in counts
+    assert counts["leaf"] == 64 and "core" in counts
+
+
+def test_switches_too_small_for_the_cluster_are_an_error():
+    # radix 4 holds 4**3/4 = 16 NICs in three tiers; 512 need 128 pods of 4 ports
+    with pytest.raises(SpecError, match="switch_radix'=4 must be at least the 128 pods"):
+        build_topology(cluster(num_gpus=8 * 64, topology={"switch_radix": 4}))
 
 
 def test_two_tiers_forced_on_too_many_leaves_is_an_error():
