@@ -368,13 +368,12 @@ def plan_counts_line(result: Any) -> str:
     """One line: layouts enumerated, pruned, estimated and simulated; wall time."""
     c = result.counts
     return (
-        f"searched {c['enumerated']:,} layouts on {len(result.inputs['sizes'])} cluster sizes: "
+        f"searched {c['enumerated']:,} layouts on {len(result.inputs['sizes'])} cluster "
+        f"size{'s' if len(result.inputs['sizes']) > 1 else ''}: "
         f"{c['invalid']:,} invalid, {c['estimated']:,} estimated analytically, "
         f"{c['memory_checked']:,} checked for memory ({c['oom']:,} out of memory), "
         f"{c['simulated']:,} simulated ({c['from_store']:,} from the store); "
-        f"{result.wall_time_s:.1f} s ("
-        + ", ".join(f"{k.replace('_', ' ')} {v:.1f}" for k, v in result.stage_wall_s.items())
-        + ")"
+        f"{result.wall_time_s:.1f} s"
     )
 
 
@@ -487,7 +486,11 @@ def plan(
             fastest_within_budget=_plan_json(result.fastest),
             alternatives=[_plan_json(o) for o in result.alternatives],
             usd_per_gpu_hour=result.usd_per_gpu_hour,
-            search=result.counts,
+            search={
+                **result.counts,
+                "wall_time_s": result.wall_time_s,
+                "stage_wall_s": result.stage_wall_s,
+            },
             advice=result.advice,
         )
         typer.echo(json.dumps(out, indent=1))

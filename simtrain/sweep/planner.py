@@ -556,6 +556,7 @@ def plan(
         try:
             counts["from_store"] = len(set(chosen) & results.keys())
             simulated_sizes: set[int] = set()
+            failures: list[str] = []
             while True:
                 picks = _picks(list(options.values()))
                 todo = set(options) if exhaustive else {o.num_gpus for o in picks if o}
@@ -573,6 +574,7 @@ def plan(
                         options[n] = option(n, key, row, True)
                     else:  # every candidate failed to simulate: no plan at this size
                         options.pop(n, None)
+                        failures += [stored.get(k, {}).get("error", "") for k in per_size[n]]
                 simulated_sizes |= todo
                 counts["simulated"] += len(batch)
             lap("simulate")
@@ -594,7 +596,7 @@ def plan(
                 "num_params": num_params, "optimistic_min_gpus": n_lo, "sizes": sizes,
                 "batch_tokens": batch_tokens},
     )  # fmt: skip
-    result.advice = advice(result, stage1)
+    result.advice = advice(result, stage1, failures)
     result.stage_wall_s = stage_wall_s
     result.wall_time_s = time.perf_counter() - began
     return result
@@ -610,7 +612,7 @@ def _picks(options: list[PlanOption]) -> tuple[PlanOption | None, PlanOption | N
     )
 
 
-def advice(result: PlanResult, stage1: Stage1) -> str:
+def advice(result: PlanResult, stage1: Stage1, failures: list[str]) -> str:
     """What would work when no plan meets the deadline, or nothing fits; "" otherwise.
 
     The GPUs a deadline needs are read off the fastest option tried: at its throughput per
@@ -619,6 +621,8 @@ def advice(result: PlanResult, stage1: Stage1) -> str:
     """
     inputs = result.inputs
     deadline, sizes = inputs["deadline_days"], inputs["sizes"]
+    if not result.options and failures:
+        return f"the best layouts by the estimate could not be simulated ({failures[0]})"
     if not result.options:
         peaks = [row["peak_memory_bytes"] for row in stage1.rows.values()
                  if row.get("peak_memory_bytes")]  # fmt: skip
