@@ -8,10 +8,11 @@ from importlib.metadata import PackageNotFoundError, version
 
 import numpy as np
 
-from simtrain.catalog import get_accelerator, get_link
-from simtrain.compute.roofline import RooflineComputeModel, check_dtype
+from simtrain.catalog import cluster_links, get_accelerator
+from simtrain.compute.roofline import ComputeModel, RooflineComputeModel, check_dtype
 from simtrain.engine import collective_choices, run_program
 from simtrain.engine.variability import speed_factors
+from simtrain.limits import MAX_TASKS, MAX_TOPOLOGY_ELEMENTS, check_tasks, check_topology
 from simtrain.memory import estimate_memory
 from simtrain.metrics.flops import step_flops
 from simtrain.metrics.result import MemorySummary, SimulationResult
@@ -37,8 +38,7 @@ def simtrain_version() -> str:
 def check_hardware(spec: ExperimentSpec) -> None:
     """Cross-check the spec against the catalog (names, dtype support)."""
     acc = get_accelerator(spec.cluster.accelerator)
-    get_link(spec.cluster.scale_up_link or acc.scale_up_link, "cluster.scale_up_link")
-    get_link(spec.cluster.scale_out_link or acc.scale_out_link, "cluster.scale_out_link")
+    cluster_links(spec.cluster)
     check_dtype(acc, spec.training.dtype)
 
 
@@ -52,6 +52,10 @@ def network_model_for(spec: ExperimentSpec) -> NetworkModel:
     (:mod:`simtrain.engine.replicas`); ``alpha_beta`` is a textbook ring on catalog figures.
     """
     sim = spec.simulation
+    if sim.collective_algorithm != "auto":
+        from simtrain.collectives.base import get_algorithm
+
+        get_algorithm(sim.collective_algorithm, field="simulation.collective_algorithm")
     if sim.network_model == "nccl":
         from simtrain.network.nccl import NcclNetwork
 
@@ -73,7 +77,23 @@ def network_model_for(spec: ExperimentSpec) -> NetworkModel:
     return AlphaBetaNetwork.from_cluster(spec.cluster)
 
 
-def simulate(spec: ExperimentSpec, full: bool | None = None, repeat: int = 1) -> SimulationResult:
+def compute_model_for(spec: ExperimentSpec) -> ComputeModel:
+    """The compute model of the experiment's accelerator and training dtype.
+
+    The engine and the analytical estimator (:mod:`simtrain.estimator`) both time compute
+    through this one model.
+    """
+    return RooflineComputeModel(get_accelerator(spec.cluster.accelerator), spec.training.dtype)
+
+
+def simulate(
+    spec: ExperimentSpec,
+    full: bool | None = None,
+    repeat: int = 1,
+    *,
+    max_tasks: int = MAX_TASKS,
+    max_topology_elements: int = MAX_TOPOLOGY_ELEMENTS,
+) -> SimulationResult:
     """Simulate one training step of ``spec``.
 
     Args:
@@ -83,15 +103,22 @@ def simulate(spec: ExperimentSpec, full: bool | None = None, repeat: int = 1) ->
         repeat: steps to replay, each with its own draw of rank speeds
             (``simulation.variability``) from the one generator seeded by ``spec.seed``; the
             result's timeline is the first, ``step_times_s`` holds them all.
+        max_tasks: refuse a program estimated above this many tasks (:mod:`simtrain.limits`).
+        max_topology_elements: refuse a network (nccl and flow models) above this many
+            elements.
 
     Raises:
-        SpecError: the spec names hardware the catalog lacks, or a dtype it cannot run.
+        SpecError: the spec names hardware the catalog lacks, or a dtype it cannot run, or the
+            work estimate is over a limit.
     """
     began = time.perf_counter()
     check_hardware(spec)
+    check_tasks(spec, full, max_tasks)
+    if spec.simulation.network_model != "alpha_beta":  # nccl and flow wire the topology
+        check_topology(spec.cluster, max_topology_elements)
     acc = get_accelerator(spec.cluster.accelerator)
     program = build_program(spec, full)
-    compute = RooflineComputeModel(acc, spec.training.dtype)
+    compute = compute_model_for(spec)
     network = network_model_for(spec)
     variability = spec.simulation.variability
     rng = np.random.default_rng(spec.seed)
