@@ -10,6 +10,9 @@ Series (all from the reference set, built by the suites' own row builders):
   so a perfect weak scaling keeps tokens/s per GPU flat; the measured series fall 2-10 %.
 - Megatron-LM 2021 weak scaling, 32 -> 3,072 A100 (experiments/validation/megatron2021,
   training-runs.md §1.1): TF/s per GPU by model size.
+- FORGE on Frontier MI250X, weak scaling per model (FORGE-S 128 -> 512 GCDs, FORGE-M 8 -> 672,
+  FORGE-L 512 -> 1,024, GPT-NeoX 175B 384 -> 1,024; experiments/validation/mi250x,
+  calibration-stacks.md §A1), as tokens/s per GCD from the measured step times.
 - Llama 3 405B on 8,192 H100 (experiments/validation/llama3).
 
 For each row the script prints measured and simulated throughput per GPU and, per series, both
@@ -84,6 +87,19 @@ def series_points() -> list[Point]:
                 spec,
                 spec.expected.value,
                 "tflops_per_gpu",
+            )
+        )
+    for path in sorted((ROOT / "experiments/validation/mi250x").glob("[fg]*.yaml")):
+        spec = load_experiment(path)
+        assert spec.expected is not None and spec.expected.metric == "step_time_s"
+        tokens = spec.parallel.global_batch_size * spec.model.seq_length
+        points.append(
+            Point(
+                f"FORGE MI250X {path.stem.rsplit('-', 1)[0]}",
+                spec.cluster.num_gpus,
+                spec,
+                tokens / spec.expected.value / spec.cluster.num_gpus,
+                "tokens_per_s_per_gpu",
             )
         )
     spec = load_experiment(ROOT / "experiments/validation/llama3/llama3-405b-8192.yaml")
