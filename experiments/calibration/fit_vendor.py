@@ -16,9 +16,11 @@ What is fitted (the rest stays as the starting calibration says):
   maximum achievable matmul of one GCD (147 of 191.5 TF/s, docs/references/amd.md §3), the
   sustained compute fraction (golden-section search), then the HBM fraction of memory-bound
   kernels and the eager host cost per kernel and per collective (Nelder-Mead), twice.
-- ``tpu``: one sustained compute fraction per TPU generation (v5e, v5p) on that generation's
-  fit rows, starting from A100's fractions with compiled execution (no host issue cost); the
-  DCN term is ``tpu_dcn.py``'s.
+- ``tpu``: one GEMM ceiling per TPU generation (v5e, v5p) on that generation's fit rows (no
+  maximum-achievable-matmul measurement exists for TPUs, so the ceiling is the one free
+  constant, with a sustained fraction of 1), starting from A100's fractions with the TPU's
+  own matrix-unit tile (128 x 128) and no compute units taken by collectives (ICI DMA), in
+  compiled execution (no host issue cost); the DCN term is ``tpu_dcn.py``'s.
 
 Both minimise the mean absolute log error of the step time over the fit rows, then report the
 fit and held-out rows (MAPE, max). ``--report`` skips the fit and reports the calibration the
@@ -152,6 +154,18 @@ def fit_sustained(runs: list[Run], cal: ComputeCalibration) -> ComputeCalibratio
     return with_values(cal, {"sustained_compute_fraction": round(best, 3)})
 
 
+def with_ceiling(cal: ComputeCalibration, ceiling: float) -> ComputeCalibration:
+    """``cal`` with the 16-bit GEMM ceiling set and a sustained fraction of 1."""
+    gemm = cal.gemm.model_copy(update={"ceiling": dict.fromkeys(("bf16", "fp16"), ceiling)})
+    return cal.model_copy(update={"gemm": gemm, "sustained_compute_fraction": 1.0})
+
+
+def fit_ceiling(runs: list[Run], cal: ComputeCalibration) -> ComputeCalibration:
+    """Golden-section search of the GEMM ceiling in [0.4, 1]."""
+    best = golden(lambda x: mean_abs_log(runs, with_ceiling(cal, x)), 0.4, 1.0)
+    return with_ceiling(cal, round(best, 3))
+
+
 def fit_small(runs: list[Run], cal: ComputeCalibration) -> ComputeCalibration:
     """Nelder-Mead over memory efficiency and the eager host costs."""
 
@@ -186,7 +200,10 @@ def start(suite: str, accelerator: str) -> ComputeCalibration:
     if suite == "mi250x":
         ceiling = dict.fromkeys(("bf16", "fp16"), round(MI250X_MAMF_FRACTION, 4))
         return base.model_copy(update={"gemm": base.gemm.model_copy(update={"ceiling": ceiling})})
-    return base
+    # TPU: the matrix units are 128 x 128 systolic arrays (one tile shape) and ICI
+    # collectives run on the chip's DMA engines, not on the matrix units (tpu.md §1).
+    gemm = base.gemm.model_copy(update={"tile_shapes": [(128, 128)], "tile_reuse_penalty": 0.0})
+    return base.model_copy(update={"gemm": gemm, "collective_sms": 0})
 
 
 def report(runs: list[Run], cals: dict[str, ComputeCalibration]) -> None:
@@ -197,8 +214,10 @@ def report(runs: list[Run], cals: dict[str, ComputeCalibration]) -> None:
         sim = r.simulate(cal)
         err = r.measured_s / sim - 1  # throughput error: simulated / measured - 1
         errors[r.row_set].append(err)
-        print(f"  {r.row_set:8} {r.name:24} sim {sim:9.3f} s  meas {r.measured_s:9.3f} s  "
-              f"throughput {err:+.1%}")
+        print(
+            f"  {r.row_set:8} {r.name:24} sim {sim:9.3f} s  meas {r.measured_s:9.3f} s  "
+            f"throughput {err:+.1%}"
+        )
     for side, errs in errors.items():
         a = np.abs(errs)
         print(f"  {side}: {len(errs)} rows, MAPE {a.mean():.1%}, max {a.max():.1%}")
@@ -219,16 +238,19 @@ def main() -> None:
         fit_rows = [r for r in runs if r.row_set == "fit" and r.spec.cluster.accelerator == acc]
         cal = start(args.suite, acc)
         print(f"fitting {acc} on {len(fit_rows)} rows", file=sys.stderr)
-        for _ in range(2 if args.suite == "mi250x" else 1):
+        if args.suite == "tpu":
+            cal = fit_ceiling(fit_rows, cal)
+        for _ in range(2 if args.suite == "mi250x" else 0):
             cal = fit_sustained(fit_rows, cal)
-            if args.suite == "mi250x":
-                cal = fit_small(fit_rows, cal)
+            cal = fit_small(fit_rows, cal)
         cals[acc] = cal
         eager = cal.host["eager"]
-        print(f"{acc}: sustained_compute_fraction {cal.sustained_compute_fraction}, "
-              f"memory_efficiency {cal.memory_efficiency:.3g}, gemm ceiling "
-              f"{cal.gemm.ceiling.get('bf16')}, eager host {eager.per_kernel_s:.3g} s/kernel "
-              f"{eager.per_collective_s:.3g} s/collective")
+        print(
+            f"{acc}: sustained_compute_fraction {cal.sustained_compute_fraction}, "
+            f"memory_efficiency {cal.memory_efficiency:.3g}, gemm ceiling "
+            f"{cal.gemm.ceiling.get('bf16')}, eager host {eager.per_kernel_s:.3g} s/kernel "
+            f"{eager.per_collective_s:.3g} s/collective"
+        )
     report(runs, cals)
 
 
