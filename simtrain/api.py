@@ -7,8 +7,10 @@ import warnings
 from importlib.metadata import PackageNotFoundError, version
 
 from simtrain.catalog import get_accelerator, get_link
+from simtrain.catalog.calibrations import load_calibration_file
 from simtrain.compute.roofline import RooflineComputeModel, check_dtype
 from simtrain.engine import run_program
+from simtrain.errors import SpecError
 from simtrain.memory import estimate_memory
 from simtrain.metrics.flops import step_flops
 from simtrain.metrics.result import MemorySummary, SimulationResult
@@ -37,6 +39,32 @@ def check_hardware(spec: ExperimentSpec) -> None:
     get_link(spec.cluster.scale_up_link or acc.scale_up_link, "cluster.scale_up_link")
     get_link(spec.cluster.scale_out_link or acc.scale_out_link, "cluster.scale_out_link")
     check_dtype(acc, spec.training.dtype)
+
+
+def compute_model_for(spec: ExperimentSpec) -> RooflineComputeModel:
+    """The compute model of the experiment's accelerator, dtype, attention kernel and mode.
+
+    Its constants are the catalog's calibration of the part, or the file that
+    ``cluster.calibration`` names.
+    """
+    training = spec.training
+    accelerator = get_accelerator(spec.cluster.accelerator)
+    calibration = None
+    if spec.cluster.calibration:
+        calibration = load_calibration_file(spec.cluster.calibration)
+        if accelerator.name not in calibration.accelerators:
+            raise SpecError(
+                f"'cluster.calibration' file '{spec.cluster.calibration}' calibrates "
+                f"{', '.join(calibration.accelerators)}, not cluster.accelerator="
+                f"{accelerator.name}"
+            )
+    return RooflineComputeModel(
+        accelerator,
+        training.dtype,
+        calibration,
+        attention_kernel=training.attention_kernel,
+        execution_mode=training.execution_mode,
+    )
 
 
 def network_model_for(spec: ExperimentSpec) -> NetworkModel:
@@ -80,8 +108,9 @@ def simulate(spec: ExperimentSpec, full: bool | None = None) -> SimulationResult
     check_hardware(spec)
     acc = get_accelerator(spec.cluster.accelerator)
     program = build_program(spec, full)
-    compute = RooflineComputeModel(acc, spec.training.dtype)
+    compute = compute_model_for(spec)
     engine = run_program(program, compute, network_model_for(spec))
+    program = engine.program or program
     memory = estimate_memory(spec, acc.hbm_capacity_bytes)
     return SimulationResult(
         spec=spec,
@@ -99,4 +128,9 @@ def simulate(spec: ExperimentSpec, full: bool | None = None) -> SimulationResult
         replay_wall_s=engine.replay_wall_s,
         wall_time_s=time.perf_counter() - began,
         version=simtrain_version(),
+        calibration={
+            "name": compute.calibration.name,
+            "provenance": compute.calibration.provenance,
+            "source": compute.calibration.source,
+        },
     )

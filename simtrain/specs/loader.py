@@ -65,6 +65,7 @@ def load_yaml_tree(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict[str, 
         chain = " -> ".join(str(p) for p in (*_seen, resolved))
         raise SpecError(f"'extends' forms a cycle: {chain}")
     data = read_yaml(path)
+    _anchor_calibration(data, path)
     bases = data.pop("extends", [])
     if isinstance(bases, str):
         bases = [bases]
@@ -74,6 +75,15 @@ def load_yaml_tree(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict[str, 
     for base in bases:
         merged = deep_merge(merged, load_yaml_tree(path.parent / base, (*_seen, resolved)))
     return deep_merge(merged, data)
+
+
+def _anchor_calibration(data: dict[str, Any], path: Path) -> None:
+    """Make a relative ``cluster.calibration`` path relative to the file that sets it."""
+    cluster = data.get("cluster")
+    if isinstance(cluster, dict) and isinstance(cluster.get("calibration"), str):
+        file = Path(cluster["calibration"])
+        if not file.is_absolute():
+            cluster["calibration"] = str(path.parent / file)
 
 
 def apply_overrides(data: Mapping[str, Any], overrides: Iterable[str]) -> dict[str, Any]:

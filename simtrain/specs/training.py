@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from simtrain.specs.base import Spec
+from simtrain.specs.calibration import AttentionKernel, ExecutionMode
 
 Dtype = Literal["bf16", "fp16", "fp8"]
 
@@ -20,9 +21,14 @@ class TrainingSpec(Spec):
     """Optimizer: adam (mixed precision, 16 bytes of model state per parameter) or sgd."""
     grad_reduce_dtype: Literal["fp32", "bf16"] = "fp32"
     """Dtype of the data-parallel gradient reduction (Megatron reduces fp32 main grads)."""
-    attention_kernel: Literal["flash", "unfused"] = "flash"
-    """Attention implementation: flash (fused, causal blocks skipped) or unfused (batched
-    GEMMs plus softmax and dropout kernels, as Megatron-LM ran in 2021)."""
+    attention_kernel: AttentionKernel = "flash"
+    """Attention implementation: flash (FlashAttention-2), flash3 (FlashAttention-3, Hopper),
+    cudnn (cuDNN fused attention, as Transformer Engine runs it), or unfused (batched GEMMs
+    plus softmax and dropout kernels, as Megatron-LM ran in 2021)."""
+    execution_mode: ExecutionMode = "eager"
+    """How the framework issues kernels: eager (PyTorch dispatches every kernel from Python),
+    cuda_graphs (captured graphs replayed with one launch) or compiled (XLA / whole-graph
+    compilation). Sets the host cost of issuing each kernel."""
     total_tokens: float = Field(default=0.0, ge=0)
     """Tokens of the whole run, for run-level time and cost (0 = report one step only)."""
 

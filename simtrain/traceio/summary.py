@@ -92,6 +92,7 @@ def replay_summary(
         "mfu": flops.model / (step * gpus * peak) if step else 0.0,
         "hfu": flops.hardware / (step * gpus * peak) if step else 0.0,
         "exposed_comm_s": mean("exposed_comm_s"),
+        "exposed_host_s": mean("exposed_host_s"),
         "bubble_s": bubble,
         "bubble_fraction": bubble / step if step else 0.0,
         "compute_s": mean("busy_s"),

@@ -53,7 +53,7 @@ def attention_core(
     """
     flops = 4.0 * batch_heads * s_q * s_kv * head_dim
     out_bytes = batch_heads * s_q * head_dim * ACT_BYTES
-    if kernel == "flash":
+    if kernel != "unfused":  # a fused kernel (flash, flash3, cudnn)
         common = dict(
             kind="attention", causal=True, layer=layer, m=s_q, n=s_kv, k=head_dim, batch=batch_heads
         )
