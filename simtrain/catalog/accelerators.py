@@ -83,6 +83,8 @@ ACCELERATORS: dict[str, AcceleratorSpec] = {
                 "bf16": 2250 * TERA,
                 "fp16": 2250 * TERA,
                 "fp8": 4500 * TERA,
+                # MXFP8 runs on the FP8 tensor-core path (docs/references/numerics.md §MXFP8)
+                "mxfp8": 4500 * TERA,
                 "tf32": 1100 * TERA,
             },
             hbm_capacity_bytes=180e9,
@@ -104,7 +106,7 @@ ACCELERATORS: dict[str, AcceleratorSpec] = {
             tdp_watts=280,
             num_compute_units=110,
             scale_up_link="infinity-fabric-mi250x",
-            scale_out_link="slingshot-200g",
+            scale_out_link="slingshot-11",
             source=f"{_REF} (MI250X row, per GCD = package / 2)",
         ),
         AcceleratorSpec(
@@ -133,7 +135,7 @@ ACCELERATORS: dict[str, AcceleratorSpec] = {
             tdp_watts=192,  # measured maximum; Google publishes no TDP
             num_compute_units=8,
             scale_up_link="ici-v4",
-            scale_out_link="ici-v4",
+            scale_out_link="dcn-v4",
             source=f"{_REF} (TPU v4 row; power is the measured max 192 W)",
         ),
         AcceleratorSpec(
@@ -145,8 +147,21 @@ ACCELERATORS: dict[str, AcceleratorSpec] = {
             tdp_watts=None,
             num_compute_units=8,
             scale_up_link="ici-v5p",
-            scale_out_link="ici-v5p",
+            scale_out_link="dcn-v5p",
             source=f"{_REF} (TPU v5p row; no published power figure)",
+        ),
+        AcceleratorSpec(
+            name="TPUv5e",
+            vendor="google",
+            peak_flops={"bf16": 197 * TERA},
+            hbm_capacity_bytes=16 * GiB,
+            hbm_bandwidth_bytes_per_s=819e9,
+            tdp_watts=None,
+            num_compute_units=4,  # one TensorCore of 4 MXUs
+            scale_up_link="ici-v5e",
+            scale_out_link="dcn-v5e",
+            source="docs/references/tpu.md §1 (TPU v5e: 197 TF/s bf16, 16 GB HBM2 at 819 GB/s, "
+            "one TensorCore; no published power figure)",
         ),
     ]
 }

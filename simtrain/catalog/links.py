@@ -11,6 +11,9 @@ from simtrain.specs.hardware import LinkSpec
 
 _HW = "shared/reference/hardware.md"
 _COLL = "shared/reference/collectives.md"
+_AMD = "docs/references/amd.md"
+_TPU = "docs/references/tpu.md"
+_NET = "docs/references/networks.md"
 # Per-step latency of a ring collective over NVLink, fitted on the two points of vTrain's
 # measured 8 x A100 all-reduce table (shared/reference/vtrain-measured-runs.md): 8.19 ms at
 # 1 GiB gives busbw 229 GB/s; 92.8 µs at 1 MiB then leaves 92.8 - 1.75 * 1 MiB / 229 GB/s
@@ -21,6 +24,18 @@ NVLINK_LAT_S = (92.8e-6 - 1.75 * 2**20 / 229e9) / 14
 # NET 14 µs per step (Simple is the protocol NCCL picks for the large messages of training).
 PCI_LAT_S = 5.7e-6
 NET_LAT_S = 14e-6
+# Infinity Fabric (xGMI) link of MI250X: 16 bits at 25 GT/s, 50 GB/s per direction; a dual
+# link measures 76 GB/s (docs/references/amd.md §1.2-1.3). Rings over the node's quad and
+# dual links (amd.md §1.4) are bottlenecked by a dual link.
+MI250X_IF_LINK_BYTES_PER_S = 50e9
+MI250X_RING_LINKS = 2
+MI250X_IF_EFFICIENCY = 76 / 100
+# Slingshot-11: osu_bw moves 23,820 MB/s per NIC on LUMI-G (networks.md §1.2) of 25 GB/s.
+SLINGSHOT_EFFICIENCY = 23.82 / 25
+# Per-step latency of a ring over Slingshot-11 NICs, fitted by
+# experiments/calibration/slingshot.py on the one measured 2-node RCCL point (busbw 85 GB/s
+# at 128 MiB, networks.md §1.3) given the NIC bandwidth above.
+SLINGSHOT_STEP_LATENCY_S = 10.65e-6
 # NDR efficiency: 47 GB/s measured (46-48, collectives.md §6.2) of a 50 GB/s line rate.
 NDR_EFFICIENCY = 47 / 50
 # NVLink4 ring: ≈370 GB/s busbw of 450 GB/s per direction (collectives.md §6.1).
@@ -76,11 +91,13 @@ LINKS: dict[str, LinkSpec] = {
         LinkSpec(
             name="infinity-fabric-mi250x",
             kind="scale_up",
-            bandwidth_bytes_per_s=400e9,
+            bandwidth_bytes_per_s=MI250X_RING_LINKS * MI250X_IF_LINK_BYTES_PER_S,
             latency_s=NVLINK_LAT_S,
-            efficiency=0.7,
-            source=f"{_HW} §7.1 (≈800 GB/s bidirectional per package, UNVERIFIED); "
-            "efficiency 0.7 assumed (no published RCCL busbw in the reference set)",
+            efficiency=MI250X_IF_EFFICIENCY,
+            source=f"{_AMD} §1.2-1.4: a GCD's ring bandwidth inside an MI250X node, set by the "
+            "dual link (2 x 50 GB/s per direction) that the best ring over the node's quad and "
+            "dual links must cross; efficiency 76/100 as measured on a dual pair (§1.3). The "
+            "mi250x node fabric wires every pair at its own measured bandwidth",
         ),
         LinkSpec(
             name="infinity-fabric-mi300x",
@@ -96,16 +113,57 @@ LINKS: dict[str, LinkSpec] = {
             bandwidth_bytes_per_s=1.1e15 / 4096,
             latency_s=NET_LAT_S / 2,
             efficiency=1.0,
-            source=f"{_HW} §7.1: pod all-reduce bandwidth 1.1 PB/s over 4,096 chips "
-            "(already an achieved figure, so efficiency 1)",
+            ports=6,
+            source=f"{_TPU} §2: pod all-reduce bandwidth 1.1 PB/s over 4,096 chips, six links "
+            "per chip (44.8 GB/s each, scaling-book: 45); already an achieved figure, so "
+            "efficiency 1",
+        ),
+        LinkSpec(
+            name="ici-v5e",
+            kind="scale_up",
+            bandwidth_bytes_per_s=51.2e12 / 256,
+            latency_s=NET_LAT_S / 2,
+            efficiency=1.0,
+            ports=4,
+            source=f"{_TPU} §2: pod all-reduce bandwidth 51.2 TB/s over 256 chips = 200 GB/s "
+            "per chip one way, four links of 50 GB/s (2D torus); an achieved figure like v4's",
         ),
         LinkSpec(
             name="ici-v5p",
             kind="scale_up",
-            bandwidth_bytes_per_s=4800e9 / 8 / 2,
+            bandwidth_bytes_per_s=4800e9 / 8,
             latency_s=NET_LAT_S / 2,
             efficiency=0.9,
-            source=f"{_HW} §7.1: ICI 4,800 Gb/s per chip (both directions); efficiency 0.9 assumed",
+            ports=6,
+            source=f"{_TPU} §2: ICI 4,800 Gb/s per chip per direction over six links (100 GB/s "
+            "each); scaling-book gives 90 GB/s per link one way, hence efficiency 0.9",
+        ),
+        LinkSpec(
+            name="dcn-v4",
+            kind="scale_out",
+            bandwidth_bytes_per_s=2.5e10,
+            latency_s=NET_LAT_S,
+            efficiency=1.0,
+            source=f"{_TPU} §3: ≈2.5e10 B/s per host, scaling-book's typical (achieved) DCN "
+            "figure for TPU v4",
+        ),
+        LinkSpec(
+            name="dcn-v5e",
+            kind="scale_out",
+            bandwidth_bytes_per_s=2 * 100e9 / 8,
+            latency_s=NET_LAT_S,
+            efficiency=1.0,
+            source=f"{_TPU} §3: 2 x 100 Gb/s NICs per v5e host (6.4 Tb/s per 256-chip pod of 32 "
+            "hosts); efficiency 1 assumed (no measured DCN bandwidth in the reference set)",
+        ),
+        LinkSpec(
+            name="dcn-v5p",
+            kind="scale_out",
+            bandwidth_bytes_per_s=2.5e10,
+            latency_s=NET_LAT_S,
+            efficiency=1.0,
+            source=f"{_TPU} §3: no published v5p figure; scaling-book's typical 2.5e10 B/s per "
+            "host assumed",
         ),
         LinkSpec(
             name="ib-edr",
@@ -156,12 +214,23 @@ LINKS: dict[str, LinkSpec] = {
             source=f"{_HW} §7.3 (400 Gb/s; efficiency as NDR: Llama 3 tuned RoCE to IB parity)",
         ),
         LinkSpec(
-            name="slingshot-200g",
+            name="slingshot-11",
             kind="scale_out",
-            bandwidth_bytes_per_s=25e9,
+            bandwidth_bytes_per_s=200e9 / 8,
+            latency_s=SLINGSHOT_STEP_LATENCY_S,
+            efficiency=SLINGSHOT_EFFICIENCY,
+            source=f"{_NET} §1.1 (HPE Slingshot-11 Cassini NIC, 200 Gb/s); efficiency 23.82/25 "
+            f"from osu_bw on LUMI-G, §1.2; per-step latency fitted on the 2-node RCCL busbw, "
+            "§1.3 (experiments/calibration/slingshot.py)",
+        ),
+        LinkSpec(
+            name="omni-path-100g",
+            kind="scale_out",
+            bandwidth_bytes_per_s=100e9 / 8,
             latency_s=NET_LAT_S,
-            efficiency=24 / 25,
-            source="HPE Slingshot-11 200 Gb/s NIC (Frontier); efficiency assumed equal to HDR's",
+            efficiency=12.2 / 12.5,
+            source=f"{_NET} §3 (Intel Omni-Path 100 Series, 100 Gb/s); efficiency assumed equal "
+            "to IB EDR's (same 100 Gb/s class; no measured busbw in the reference set)",
         ),
     ]
 }

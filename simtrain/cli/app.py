@@ -5,11 +5,9 @@ from __future__ import annotations
 import sys
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console
 
 from simtrain.errors import SimtrainError
-from simtrain.specs.loader import format_validation_error
 
 app = typer.Typer(
     name="simtrain",
@@ -43,9 +41,6 @@ def run_app(argv: list[str] | None = None) -> int:
     except SimtrainError as exc:
         err_console.print(f"error: {exc}", markup=False)
         return 2
-    except ValidationError as exc:
-        err_console.print(f"error: {format_validation_error(exc)}", markup=False)
-        return 2
     except (typer.Abort, KeyboardInterrupt):
         err_console.print("error: interrupted", markup=False)
         return 130
@@ -53,6 +48,11 @@ def run_app(argv: list[str] | None = None) -> int:
         err_console.print(f"error: {exc.strerror or exc}: {exc.filename or ''}", markup=False)
         return 2
     except Exception as exc:
+        if _is_validation_error(exc):
+            from simtrain.specs.loader import format_validation_error
+
+            err_console.print(f"error: {format_validation_error(exc)}", markup=False)  # type: ignore[arg-type]
+            return 2
         # Usage errors (unknown option, missing argument) are click exceptions, which typer
         # vendors; they know how to print themselves and carry their exit code.
         show, exit_code = getattr(exc, "show", None), getattr(exc, "exit_code", None)
@@ -61,3 +61,13 @@ def run_app(argv: list[str] | None = None) -> int:
             return exit_code
         raise
     return 0
+
+
+def _is_validation_error(exc: Exception) -> bool:
+    """A pydantic ValidationError, checked without importing pydantic (startup time).
+
+    pydantic is only loaded by commands that validate specs, so an exception can only be
+    one of its errors once it is in ``sys.modules``.
+    """
+    pydantic = sys.modules.get("pydantic")
+    return pydantic is not None and isinstance(exc, pydantic.ValidationError)

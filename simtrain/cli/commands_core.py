@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from simtrain.cli.app import app, console, fail
 
@@ -93,6 +92,8 @@ def validate(
     if as_json:
         typer.echo(json.dumps([row.to_dict() for row in rows], indent=2))
     else:
+        from rich.table import Table
+
         table = Table(title=f"validation: {directory}", title_justify="left")
         for column in ("case", "metric", "published", "predicted", "error", "tolerance", "ok"):
             if column in ("case", "metric"):
@@ -150,16 +151,17 @@ def trace(
     )
 
 
-LIST_KINDS = ("accelerators", "links", "workloads", "topologies")
+LIST_KINDS = ("accelerators", "links", "frameworks", "workloads", "topologies")
 
 
 @app.command(name="list")
 def list_(
     what: Annotated[
-        str, typer.Argument(help="One of: accelerators, links, workloads, topologies.")
+        str,
+        typer.Argument(help="One of: accelerators, links, frameworks, workloads, topologies."),
     ],
 ) -> None:
-    """List built-in accelerators, links, workload files or topology presets."""
+    """List built-in accelerators, links, framework profiles, workload files or topologies."""
     from simtrain.report.catalog_tables import catalog_tables
 
     if what not in LIST_KINDS:

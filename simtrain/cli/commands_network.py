@@ -11,17 +11,16 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from pydantic import ValidationError
-from rich.table import Table
 
 from simtrain.cli.app import app, console, fail
 from simtrain.errors import SpecError
 from simtrain.paths import data_dir
-from simtrain.specs.cluster import ClusterSpec
-from simtrain.specs.loader import format_validation_error, load_yaml_tree
+
+if TYPE_CHECKING:
+    from simtrain.specs.cluster import ClusterSpec
 
 MAX_DRAWN_NODES = 400
 """Largest graph (devices + switches) that ``--png`` draws legibly."""
@@ -46,6 +45,11 @@ def load_cluster(source: str) -> ClusterSpec:
     Raises:
         SpecError: no such file or preset, no cluster section, or an invalid cluster.
     """
+    from pydantic import ValidationError
+
+    from simtrain.specs.cluster import ClusterSpec
+    from simtrain.specs.loader import format_validation_error, load_yaml_tree
+
     path = Path(source)
     if not path.exists() and path.suffix == "" and "/" not in source:
         if source not in presets():
@@ -109,6 +113,8 @@ def topology(
 
     cluster = load_cluster(file)
     topo = build_topology(cluster)
+    from rich.table import Table
+
     table = Table(title=f"{file}: {topo.kind}", show_header=False)
     table.add_row("devices", f"{topo.num_devices} {cluster.accelerator} on {topo.num_nodes} nodes")
     for kind, count in topo.count_nodes().items():
@@ -229,6 +235,8 @@ def collective(
         keys = ("size_bytes", "time_s", "algbw_gbps", "busbw_gbps", "algo")
         typer.echo(json.dumps([{k: row[k] for k in keys} for row in rows], indent=2))
         return
+    from rich.table import Table
+
     table = Table(title=f"{op} on {ranks} ranks of {topology_file} (flow model)")
     for column in ("size", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "algo", "protocol"):
         table.add_column(column, justify="right")

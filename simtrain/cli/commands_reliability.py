@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 from simtrain.cli.app import app, console, fail
 
@@ -79,6 +81,8 @@ def reliability(
 
 def policy_table(rows: list[dict], title: str) -> Table:
     """Terminal table of a policy comparison."""
+    from rich.table import Table
+
     table = Table(title=title)
     for column in (
         "policy",

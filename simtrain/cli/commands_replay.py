@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from simtrain.cli.app import app, console, fail
 from simtrain.cli.commands_core import SetOption
@@ -65,6 +64,8 @@ def replay(
     if as_json:
         typer.echo(json.dumps(report, indent=2))
         return
+    from rich.table import Table
+
     table = Table(title=f"replay: {trace_dir}", title_justify="left", show_header=False)
     info = report["replay"]
     rows = [

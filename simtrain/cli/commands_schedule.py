@@ -10,10 +10,12 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 from simtrain.cli.app import app, console
 from simtrain.errors import SpecError
@@ -66,6 +68,8 @@ def _draw_gantt(
 
 
 def _table(metrics: ScheduleMetrics, program: Program) -> Table:
+    from rich.table import Table
+
     table = Table(title="per stage")
     for column in ("stage", "busy", "idle", "bubble", "peak in-flight"):
         table.add_column(column, justify="right")

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
 
 from simtrain.cli.app import app, console, err_console, fail
 
@@ -72,11 +74,15 @@ def _fmt(value: Any, digits: int = 3) -> str:
 
 def wide(shared: Console) -> Console:
     """The shared console on a terminal; a 160-column one when piped (no width to fit)."""
+    from rich.console import Console
+
     return shared if shared.is_terminal else Console(width=160)
 
 
 def top_table(result: Any, k: int) -> Table:
     """The k best simulated configurations by the sweep's metric."""
+    from rich.table import Table
+
     sweep = result.sweep
     table = Table(title=f"top {k} of {sweep.name} by {sweep.metric}")
     fields = [*sweep.swept_fields, *(["dp"] if "dp" in result.table else [])]
@@ -218,6 +224,8 @@ def _plan_json(option: Any) -> dict[str, Any] | None:
 
 def plan_table(result: Any) -> Table:
     """Every cluster size tried with its best layout and whole-run figures."""
+    from rich.table import Table
+
     table = Table(title="plans: best layout of each cluster size")
     for name in ["GPUs", "tp", "pp", "vpp", "dp", "recompute", "batch", "MFU", "goodput",
                  "days", "$M", "pick"]:  # fmt: skip

@@ -113,11 +113,21 @@ class GroupLayout:
 
     @classmethod
     def of(cls, devices: np.ndarray, topology: Topology) -> GroupLayout:
-        """Split group ranks by node, nodes in order of first appearance in the group."""
-        node = devices // topology.gpus_per_node
+        """Split group ranks by node, nodes in order of first appearance in the group.
+
+        On a wired node fabric (MI250X) each node's ranks are put in the order of the node's
+        widest ring (``Topology.ring_order``), so rings and chains follow the real links.
+        """
+        g = topology.gpus_per_node
+        node = devices // g
         _, first = np.unique(node, return_index=True)
         order = node[np.sort(first)]
-        return cls(tuple(np.flatnonzero(node == n) for n in order))
+        by_node = [np.flatnonzero(node == n) for n in order]
+        if topology.ring_order is not None:
+            by_node = [
+                r[_order_of(topology.ring_order(devices[r] % g), devices[r] % g)] for r in by_node
+            ]
+        return cls(tuple(by_node))
 
     @property
     def num_nodes(self) -> int:
@@ -136,6 +146,12 @@ class GroupLayout:
             return 1
         fewest = min(len(r) for r in self.by_node)
         return max(1, min(fewest, topology.nics_per_node))
+
+
+def _order_of(ordered: np.ndarray, local: np.ndarray) -> np.ndarray:
+    """Positions in ``local`` of the values of ``ordered`` (a permutation of ``local``)."""
+    position = {int(d): i for i, d in enumerate(local)}
+    return np.array([position[int(d)] for d in ordered], dtype=np.int64)
 
 
 def require_uniform(layout: GroupLayout, name: str) -> int:

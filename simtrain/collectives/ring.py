@@ -8,7 +8,8 @@ bandwidth B and per-step latency α, an uncontended all-reduce takes
 Channels: a group spanning nodes opens one ring per NIC its nodes can use (NCCL's channels),
 each carrying 1/C of the data. Ring c enters every node at the c-th of its ranks, so each
 NIC sends and receives exactly one ring. Inside one node there is a single ring, except on
-a point-to-point mesh where the rings of every stride coprime with n use disjoint links.
+a point-to-point mesh where the rings of every stride coprime with n use disjoint links, and
+a wired node (MI250X), where its widest ring runs in both directions.
 
 Broadcast and reduce stream pipelined chunks down a chain in ring order from group rank 0.
 """
@@ -32,6 +33,10 @@ def ring_orders(layout: GroupLayout, topology: Topology) -> list[np.ndarray]:
         if topology.node_fabric == "p2p_mesh" and n > 2:
             strides = [s for s in range(1, n) if gcd(s, n) == 1]
             return [ranks[(np.arange(n) * s) % n] for s in strides]
+        if topology.ring_order is not None and n > 2:
+            # A wired node: its widest ring and the same ring reversed, which uses the other
+            # direction of the same links.
+            return [ranks, ranks[::-1]]
         return [ranks]
     channels = layout.num_channels(topology)
     orders = []

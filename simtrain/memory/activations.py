@@ -24,6 +24,12 @@ attention, which never stores it). Context parallelism divides the sequence by c
 keeps its s/cp queries' scores against all s keys). An MoE layer replaces the MLP term by
 top-k routed experts (times the capacity factor) plus the shared experts, and stores the
 dispatched copies of its tokens (2·s·b·h per routed expert).
+
+The same parts generalise to the other architectures: a parallel block keeps one block
+input and one (shared norm) or two normalised inputs instead of two of each; ReLU keeps
+only its output (2·f), squared ReLU its input and output (4·f), GeGLU what SwiGLU keeps;
+multi-head latent attention keeps its latents whole on every TP rank; FP8 training keeps
+linear-layer inputs in 8 bits.
 """
 
 from __future__ import annotations
@@ -45,12 +51,14 @@ def layer_activation_bytes(
     cp: int = 1,
     moe_layer: bool = False,
     flash_attention: bool = False,
+    fp8: bool = False,
 ) -> float:
     """Bytes one layer stores for one microbatch between its forward and its backward.
 
     Korthikanti's 5·a·s²·b term (softmax output, its dropout mask and the attention-dropout
     output) exists only for unfused attention: a flash kernel keeps no score matrix, like
-    selective recomputation.
+    selective recomputation. Under FP8 training the inputs of linear layers are kept as
+    their 8-bit (column-wise) copies, 1 byte instead of 2.
 
     Examples:
         GPT-3 175B shape (s=2048, h=12288, a=96), b=1, t=8 with SP and selective recompute:
@@ -67,27 +75,61 @@ def layer_activation_bytes(
     outside_tp = sp and tp > 1
     if recompute == "full":  # only each layer's input is kept
         return ACT_BYTES * sbh / (tp if outside_tp else 1)
-    d = model.head_size
-    h_q, h_kv = model.num_heads * d, model.kv_heads * d
-    # two norm inputs, the QKV and MLP GEMM inputs (16-bit), two dropout masks (bytes)
-    masks = 2 * MASK_BYTES * sbh if model.dropout else 0.0
-    replicated = 4 * ACT_BYTES * sbh + masks
-    # Q, K, V and the output-projection input
-    attention = ACT_BYTES * s * b * (2 * h_q + 2 * h_kv)
-    mlp_tensors = 3 if model.activation == "swiglu" else 2  # of width f each
-    if moe_layer:
-        routed = model.moe_top_k * expert_load_factor(model)
-        experts = routed + model.num_shared_experts
-        mlp = ACT_BYTES * s * b * mlp_tensors * model.expert_ffn_size * experts
-        mlp += ACT_BYTES * sbh * routed  # dispatched token copies
+    gemm_in = 1 if fp8 else ACT_BYTES  # bytes of a stored linear-layer input
+    masks = (2 if model.dropout else 0) * MASK_BYTES * sbh
+    # norm inputs (the block input is shared by both norms of a parallel block) and the
+    # normalised inputs of the two branches (one tensor when a parallel block shares a norm)
+    if model.block == "parallel":
+        replicated = ACT_BYTES * sbh + gemm_in * sbh * model.num_block_norms + masks
     else:
-        mlp = ACT_BYTES * s * b * mlp_tensors * model.ffn_size
+        replicated = 2 * ACT_BYTES * sbh + 2 * gemm_in * sbh + masks
+    attention, unsharded = _attention_tensors(model, s * b, gemm_in)
+    mlp = _mlp_tensors(model, s * b, gemm_in, moe_layer)
     sharded = attention + mlp
     if recompute != "selective" and not flash_attention:
         # softmax output (2 bytes), and with dropout its mask (1) and output (2)
         per_score = 5 if model.dropout else 2
         sharded += per_score * model.num_heads * s * model.seq_length * b
-    return replicated / (tp if outside_tp else 1) + sharded / tp
+    return replicated / (tp if outside_tp else 1) + unsharded + sharded / tp
+
+
+def _attention_tensors(model: ModelSpec, tokens: float, gemm_in: int) -> tuple[float, float]:
+    """(TP-sharded, whole-on-every-rank) bytes the attention branch keeps for ``tokens``.
+
+    Q and K (read by the score backward), V, and the output projection's input; under MLA
+    also the latents the up-projections read and the norms' inputs (whole on every TP rank,
+    as the down-projection is) and the shared rotary key.
+    """
+    heads, d_qk, d_v = model.num_heads, model.head_size, model.v_head_size
+    mla = model.mla
+    if mla is None:
+        kv = model.kv_heads
+        sharded = ACT_BYTES * ((heads + kv) * d_qk + kv * d_v) + gemm_in * heads * d_v
+        return tokens * sharded, 0.0
+    lora = mla.q_lora_rank + mla.kv_lora_rank
+    unsharded = (ACT_BYTES + gemm_in) * lora + ACT_BYTES * mla.qk_rope_head_dim
+    sharded = ACT_BYTES * heads * (2 * d_qk + d_v) + gemm_in * heads * d_v
+    return tokens * sharded, tokens * unsharded
+
+
+def _mlp_tensors(model: ModelSpec, tokens: float, gemm_in: int, moe_layer: bool) -> float:
+    """Bytes the MLP (or experts) keeps for ``tokens``, before the TP split.
+
+    Per hidden unit f: GELU and squared ReLU keep their input (16-bit) and fc2's input;
+    ReLU only fc2's input (its output, whose sign is the gradient mask); gated units keep
+    the gate and up outputs (16-bit) and their product (fc2's input). Experts add the
+    dispatched copies of their tokens (fc1's input).
+    """
+    per_unit = gemm_in + {"relu": 0, "gelu": 1, "squared_relu": 1}.get(model.activation, 2) * (
+        ACT_BYTES
+    )
+    if not moe_layer:
+        return tokens * per_unit * model.ffn_size
+    routed = model.moe_top_k * expert_load_factor(model)
+    experts = routed + model.num_shared_experts
+    return tokens * (
+        per_unit * model.expert_ffn_size * experts + gemm_in * model.hidden_size * routed
+    )
 
 
 def peak_inflight(actions: list[Action], stages: set[int] | None = None) -> int:

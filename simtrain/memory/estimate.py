@@ -23,9 +23,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from simtrain.memory.activations import ACT_BYTES, MASK_BYTES, layer_activation_bytes, peak_inflight
-from simtrain.memory.model_states import WEIGHT_BYTES, rank_model_states, rank_params, rank_stages
+from simtrain.memory.model_states import (
+    WEIGHT_BYTES,
+    fp8_copy_bytes,
+    rank_model_states,
+    rank_params,
+    rank_stages,
+)
 from simtrain.parallel.schedules import Action, get_schedule
 from simtrain.specs.experiment import ExperimentSpec
+from simtrain.workload.primitives import FP8_DTYPES
 
 
 @dataclass(frozen=True)
@@ -34,7 +41,8 @@ class MemoryEstimate:
 
     Attributes:
         stage: pipeline rank the estimate is for.
-        weights_bytes: 16-bit parameters (after ZeRO-3 sharding).
+        weights_bytes: 16-bit parameters (after ZeRO-3 sharding), plus the 8-bit copies of
+            the linear layers' weights under FP8 training.
         gradients_bytes: 16-bit gradients (after ZeRO-2 sharding).
         optimizer_bytes: fp32 master weights and moments (after ZeRO-1 sharding).
         activations_bytes: activations at the peak number of microbatches in flight.
@@ -84,8 +92,9 @@ def _activations(
     sp_div = t if p.sp and t > 1 else 1
     stages = rank_stages(p.pp, p.vpp, p.pipeline_schedule, stage)
     layers = rank_params(spec, stage).layers
+    fp8 = spec.training.dtype in FP8_DTYPES
     per_layer = [
-        layer_activation_bytes(m, b, t, p.sp, p.recompute, p.cp, m.is_moe_layer(i), flash)
+        layer_activation_bytes(m, b, t, p.sp, p.recompute, p.cp, m.is_moe_layer(i), flash, fp8)
         for i in layers
     ]
     count = peak_inflight(actions)
@@ -96,12 +105,14 @@ def _activations(
         items["activations.embedding_dropout"] = (
             MASK_BYTES * sbh * peak_inflight(actions, {0}) / sp_div
         )
+    if 0 in stages and m.embedding_norm:  # the norm's input, kept for its backward
+        items["activations.embedding_norm"] = ACT_BYTES * sbh * peak_inflight(actions, {0}) / sp_div
     if p.pp * p.vpp - 1 in stages:
         logits = 4 * m.seq_length / p.cp * b * m.vocab_size / t
         items["activations.output_layer"] = 4 * sbh / sp_div + logits
     if p.recompute == "full" and layers:
         items["activations.recompute_working"] = max(
-            layer_activation_bytes(m, b, t, p.sp, "none", p.cp, m.is_moe_layer(i), flash)
+            layer_activation_bytes(m, b, t, p.sp, "none", p.cp, m.is_moe_layer(i), flash, fp8)
             for i in layers
         )
     return items, chunk, count / p.vpp
@@ -141,10 +152,12 @@ def estimate_stage_memory(
     """Peak memory of pipeline rank ``stage`` (0-based); ``schedule`` saves rebuilding it."""
     actions = (schedule or _schedule(spec))[stage]
     states = rank_model_states(spec, stage)
+    fp8_copies = fp8_copy_bytes(spec, stage)
     activations, chunk, inflight = _activations(spec, stage, actions)
     buffers = _buffers(spec, stage)
     breakdown = {
         "weights": states.weights,
+        **({"weights.fp8_copies": fp8_copies} if fp8_copies else {}),
         "gradients": states.gradients,
         "optimizer": states.optimizer,
         **activations,
@@ -152,7 +165,7 @@ def estimate_stage_memory(
     }
     return MemoryEstimate(
         stage=stage,
-        weights_bytes=states.weights,
+        weights_bytes=states.weights + fp8_copies,
         gradients_bytes=states.gradients,
         optimizer_bytes=states.optimizer,
         activations_bytes=sum(activations.values()),

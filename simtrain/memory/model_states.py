@@ -6,7 +6,13 @@ definitions"; ZeRO, Rajbhandari et al. 2020, §3). ZeRO shards them over the dat
 group of size N: stage 1 the 12 optimizer bytes, stage 2 also the gradients, stage 3 also the
 weights. Example (ZeRO Figure 1, 7.5B parameters, N = 64): 120 GB replicated, then
 (2+2+12/64)·7.5 = 31.4 GB, (2+14/64)·7.5 = 16.6 GB and 16/64·7.5 = 1.9 GB.
-SGD with momentum keeps 8 optimizer bytes (fp32 master weights and momentum).
+Other optimizers keep other optimizer bytes (:data:`simtrain.workload.optimizers.OPTIMIZERS`:
+AdamW 12, Adafactor 4, Lion 8, 8-bit Adam about 6, momentum SGD 8).
+
+Under FP8 training (TransformerEngine) every rank also keeps the 8-bit copies of its linear
+layers' weights between microbatches, row-wise and column-wise (2 bytes per weight, plus the
+block scales of MXFP8 and blockwise recipes); they are counted with the weights (breakdown
+``weights.fp8_copies``). Under ZeRO-3 the copies are made per gathered layer and not kept.
 
 Which parameters a pipeline rank holds: the layers of its model chunks (all layers split into
 ``pp * vpp`` contiguous chunks, earlier chunks taking the remainder; rank r holds chunks
@@ -23,11 +29,23 @@ from dataclasses import dataclass
 
 from simtrain.parallel.stages import chunk_layers
 from simtrain.specs.experiment import ExperimentSpec
-from simtrain.workload.counts import attention_params_per_layer, mlp_params, norm_params
+from simtrain.specs.framework_resolve import effective_zero_stage
+from simtrain.workload.counts import (
+    attention_biases,
+    attention_weights,
+    mlp_matrices,
+    mlp_params,
+    norm_params,
+)
+from simtrain.workload.linear import CAST_BYTES_PER_ELEMENT
+from simtrain.workload.optimizers import OPTIMIZERS
+from simtrain.workload.primitives import FP8_DTYPES
+from simtrain.workload.shard import fp8_recipe_in_effect
 
 WEIGHT_BYTES = 2
 GRAD_BYTES = 2
-OPTIMIZER_BYTES = {"adam": 12, "sgd": 8}
+FP8_COPY_BYTES = {recipe: cast - 2 for recipe, cast in CAST_BYTES_PER_ELEMENT.items()}
+"""Bytes per weight of the two 8-bit copies (and their scales): what a cast writes."""
 
 
 @dataclass(frozen=True)
@@ -66,7 +84,8 @@ def model_state_bytes(
         num_params: parameters held by the rank before ZeRO sharding.
         zero_stage: 0 (replicated), 1 (optimizer sharded), 2 (+ gradients), 3 (+ weights).
         shard_size: ranks the states are sharded over (dp size or FSDP shard-group size).
-        optimizer: ``adam`` (12 optimizer bytes per parameter) or ``sgd`` (8).
+        optimizer: a name in :data:`~simtrain.workload.optimizers.OPTIMIZERS` (``adam``:
+            12 optimizer bytes per parameter).
 
     Examples:
         >>> round(model_state_bytes(7.5e9, 1, 64).total / 1e9, 1)
@@ -76,7 +95,7 @@ def model_state_bytes(
     return ModelStateBytes(
         weights=num_params * WEIGHT_BYTES / (n if zero_stage >= 3 else 1),
         gradients=num_params * GRAD_BYTES / (n if zero_stage >= 2 else 1),
-        optimizer=num_params * OPTIMIZER_BYTES[optimizer] / (n if zero_stage >= 1 else 1),
+        optimizer=num_params * OPTIMIZERS[optimizer].state_bytes / (n if zero_stage >= 1 else 1),
     )
 
 
@@ -90,12 +109,15 @@ class RankParams:
         experts: routed-expert parameters (replicated across the expert-data-parallel group).
         largest_layer: parameters of the rank's largest layer (ZeRO-3 gathers one at a time).
         layers: 0-based layers the rank holds (twice as many under DualPipe).
+        linear_weights: weight-matrix elements of the rank's linear layers (attention, MLP,
+            experts; not the embedding, LM head or router): what FP8 training casts.
     """
 
     dense: float
     experts: float
     largest_layer: float
     layers: tuple[int, ...]
+    linear_weights: float = 0.0
 
 
 def rank_stages(pp: int, vpp: int, schedule: str, rank: int) -> tuple[int, ...]:
@@ -119,18 +141,27 @@ def rank_params(spec: ExperimentSpec, rank: int) -> RankParams:
     chunks = chunk_layers(m.num_layers, num_stages)
     stages = rank_stages(p.pp, p.vpp, p.pipeline_schedule, rank)
     layers = tuple(i for s in stages for i in chunks[s])
-    dense = experts = largest = 0.0
+    dense = experts = largest = linear = 0.0
     h = m.hidden_size
+    weights = attention_weights(m)
+    split_biases, replicated_biases = attention_biases(m)
+    attn = (weights.split + split_biases) / p.tp + weights.replicated + replicated_biases
+    attn_linear = weights.split / p.tp + weights.replicated
     for layer in layers:
-        attn = (attention_params_per_layer(m) - (h if m.use_bias else 0)) / p.tp
-        layer_dense = attn + (h if m.use_bias else 0) + 2 * norm_params(m)
+        layer_dense = attn + m.num_block_norms * norm_params(m)
         layer_experts = 0.0
+        linear += attn_linear
         if m.is_moe_layer(layer):
             expert = mlp_params(m, m.expert_ffn_size)
             layer_experts = m.num_experts * expert / (p.ep * p.tp)
             layer_dense += m.num_shared_experts * expert / p.tp + h * m.num_experts
+            expert_matrices = mlp_matrices(m) * h * m.expert_ffn_size
+            linear += expert_matrices * (
+                m.num_experts / (p.ep * p.tp) + m.num_shared_experts / p.tp
+            )
         else:
             layer_dense += mlp_params(m, m.ffn_size) / p.tp
+            linear += mlp_matrices(m) * h * m.ffn_size / p.tp
         dense += layer_dense
         experts += layer_experts
         largest = max(largest, layer_dense + layer_experts)
@@ -138,13 +169,14 @@ def rank_params(spec: ExperimentSpec, rank: int) -> RankParams:
     if 0 in stages:
         dense += m.vocab_size * h / p.tp
         dense += m.seq_length * h if m.position_embedding == "learned" else 0
+        dense += norm_params(m) if m.embedding_norm else 0
     if num_stages - 1 in stages:
         dense += norm_params(m)
         # A tied head shares the embedding only when one stage holds both (Megatron keeps a
         # synchronised copy on the last stage otherwise).
         if not (m.tied_embeddings and num_stages == 1):
             dense += m.vocab_size * h / p.tp
-    return RankParams(dense, experts, largest, layers)
+    return RankParams(dense, experts, largest, layers, linear)
 
 
 def rank_model_states(spec: ExperimentSpec, rank: int) -> ModelStateBytes:
@@ -159,6 +191,19 @@ def rank_model_states(spec: ExperimentSpec, rank: int) -> ModelStateBytes:
     # Hybrid sharding shards only over the shard group (and experts over at most that).
     shard = p.zero_shard_group_size or dp_cp
     optimizer = spec.training.optimizer
-    return model_state_bytes(params.dense, p.zero_stage, shard, optimizer) + model_state_bytes(
-        params.experts, p.zero_stage, min(shard, dp_cp // p.ep), optimizer
+    stage = effective_zero_stage(spec)
+    return model_state_bytes(params.dense, stage, shard, optimizer) + model_state_bytes(
+        params.experts, stage, min(shard, dp_cp // p.ep), optimizer
     )
+
+
+def fp8_copy_bytes(spec: ExperimentSpec, rank: int) -> float:
+    """Bytes of the 8-bit weight copies pipeline rank ``rank`` keeps under FP8 training.
+
+    Zero without FP8, and under ZeRO-3 (each gathered layer is cast, used and freed).
+    """
+    training = spec.training
+    if training.dtype not in FP8_DTYPES or effective_zero_stage(spec) == 3:
+        return 0.0
+    recipe = fp8_recipe_in_effect(training.dtype, training.fp8_recipe)
+    return rank_params(spec, rank).linear_weights * FP8_COPY_BYTES[recipe]

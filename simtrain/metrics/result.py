@@ -8,11 +8,12 @@ from typing import Any
 import numpy as np
 
 from simtrain.metrics.cost import cost_summary
-from simtrain.metrics.flops import StepFlops
+from simtrain.metrics.flops import StepFlops, flops_per_token_by_convention
 from simtrain.metrics.timeline import RankTime
 from simtrain.parallel.program import Program
 from simtrain.specs.experiment import ExperimentSpec
 from simtrain.specs.hardware import AcceleratorSpec
+from simtrain.workload.optimizers import OPTIMIZERS
 
 
 @dataclass
@@ -107,9 +108,10 @@ class SimulationResult:
     def model_state_bytes(self) -> float:
         """Bytes of weights, gradients and optimizer states of the whole job.
 
-        This is the checkpoint basis: 16 per parameter for mixed-precision Adam, 8 for SGD.
+        This is the checkpoint basis: the 16-bit weight and gradient (4 bytes) plus the
+        optimizer's FP32 master and states, 16 per parameter for mixed-precision Adam.
         """
-        per_param = 16 if self.spec.training.optimizer == "adam" else 8
+        per_param = 4 + OPTIMIZERS[self.spec.training.optimizer].state_bytes
         return float(self.num_params * per_param)
 
     def _mean(self, attribute: str) -> float:
@@ -152,6 +154,7 @@ class SimulationResult:
             "tokens_per_step": self.tokens_per_step,
             "model_flops_per_step": self.flops.model,
             "hardware_flops_per_step": self.flops.hardware,
+            "model_flops_per_token": flops_per_token_by_convention(self.spec.model),
             "simulation": {
                 "wall_time_s": self.wall_time_s,
                 "events": self.num_events,

@@ -23,24 +23,21 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from simtrain.catalog.frameworks import get_framework
 from simtrain.parallel.layout import RankLayout
 from simtrain.parallel.program import Program, Task
 from simtrain.parallel.schedules import get_schedule, split_backwards, stage_rank
 from simtrain.parallel.segments import SegmentPlan, segment_ops
 from simtrain.parallel.stages import chunk_layers
 from simtrain.specs.experiment import ExperimentSpec
+from simtrain.specs.framework_resolve import effective_zero_stage
+from simtrain.workload.linear import weight_cast_op
 from simtrain.workload.ops import Op
-from simtrain.workload.primitives import collective
-from simtrain.workload.transformer import (
-    ACT_BYTES,
-    Shard,
-    embedding_ops,
-    head_ops,
-    layer_ops,
-    optimizer_op,
-)
+from simtrain.workload.optimizers import optimizer_op
+from simtrain.workload.primitives import FP8_DTYPES, collective
+from simtrain.workload.transformer import ACT_BYTES, Shard, embedding_ops, head_ops, layer_ops
 
-GRAD_BYTES = {"fp32": 4, "bf16": 2}
+GRAD_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 SHARD_AXIS = "dp_shard"  # pseudo-axis of a rank's ZeRO shard group (see _RankBuilder.group)
 Dep = int | str  # a task index, or the key of a point-to-point transfer resolved at the end
 
@@ -181,6 +178,7 @@ class _ChunkOps:
     backward_input: tuple[Op, ...]  # without weight gradients (for schedules with W)
     weight: tuple[Op, ...]  # the weight gradients alone
     layer_elements: dict[int, int]  # local weight elements per layer (-1: input embedding)
+    fp8_elements: int  # local weight elements of FP8 linear layers (cast once per step)
 
     @property
     def weight_elements(self) -> int:
@@ -243,6 +241,7 @@ def _chunk_ops(
         backward_input=tuple(backward_input),
         weight=weight,
         layer_elements=dict(per_layer_elements),
+        fp8_elements=sum(op.m * op.n * op.batch for op in weight if op.dtype in FP8_DTYPES),
     )
 
 
@@ -304,7 +303,9 @@ class _StepAssembler:
             spec.training.dtype,
             spec.training.attention_kernel,
             p.cp_algorithm,
+            spec.training.fp8_recipe or "delayed",  # the default recipe of dtype fp8
         )
+        self.fp8_recipe = shard.recipe
         self.chunks = [
             _chunk_ops(spec, shard, layers, c == 0, c == self.num_chunks - 1)
             for c, layers in enumerate(chunk_layers(model.num_layers, self.num_chunks))
@@ -327,9 +328,13 @@ class _StepAssembler:
         self.instances: dict[str, int] = {}  # collective key -> its one task
         self._segment_cache: dict[tuple[int, str, bool], SegmentPlan] = {}
         self.p2p: dict[str, int] = {}
-        # Activations cross stages scattered over the TP group (Narayanan et al. §4.1).
+        self.profile = get_framework(spec.training.framework)
+        self.zero_stage = effective_zero_stage(spec)
+        # Activations cross stages scattered over the TP group (Narayanan et al. §4.1) when
+        # the stack does so; otherwise every TP rank sends the whole tensor.
+        scatter = p.tp if self.profile.pipeline_scatter_gather else 1
         self.p2p_bytes = (
-            p.micro_batch_size * model.seq_length // p.cp * model.hidden_size * ACT_BYTES // p.tp
+            p.micro_batch_size * model.seq_length // p.cp * model.hidden_size * ACT_BYTES // scatter
         )
         self.p2p_op = Op(
             name="send_recv", kind="p2p", comm="send_recv", axis="pp", comm_bytes=self.p2p_bytes
@@ -398,8 +403,8 @@ class _StepAssembler:
         )
         actions = self.actions_by_stage[self.layout.coords(rank)["pp"]]
         split = split_backwards(actions)
-        grads = _GradientReducer(rb, p.zero_stage, p.grad_bucket_size_bytes)
-        local_elements = 0
+        grads = _GradientReducer(rb, self.zero_stage, p.grad_bucket_size_bytes)
+        local_elements = fp8_elements = 0
         # A stage's gradients are complete after the last action on this rank that computes
         # its weight gradients (a W, or a B that is not split); DualPipe holds two stages.
         last_grad_action = {
@@ -434,15 +439,20 @@ class _StepAssembler:
                 self._send(rb, f"{pipeline}:B{chunk}:{mb}", chunk - 1, label, chunk, mb, after)
             if owns_grads:
                 local_elements += self.chunks[chunk].weight_elements
+                fp8_elements += self.chunks[chunk].fp8_elements
                 per_layer = self.chunks[chunk].layer_elements
                 for layer, task in last_of_layer.items():
                     grads.add(per_layer.get(layer, 0) * self.grad_bytes, task, overlap=hooks)
         grads.flush(rb.last_compute)
-        shard_factor = len(grads.shard) if p.zero_stage >= 1 else 1
+        shard_factor = len(grads.shard) if self.zero_stage >= 1 else 1
         rb.waiting += grads.tasks
-        optimizer = optimizer_op(local_elements / shard_factor, self.spec.training.optimizer)
-        rb.emit(segment_ops((optimizer,), False), "optimizer", -1, -1)
-        if p.zero_stage in (1, 2):  # ZeRO-3 gathers parameters layer by layer instead
+        step: tuple[Op, ...] = (
+            optimizer_op(local_elements / shard_factor, self.spec.training.optimizer),
+        )
+        if fp8_elements:  # refresh the FP8 weight copies once per step
+            step += (weight_cast_op(fp8_elements, self.fp8_recipe),)
+        rb.emit(segment_ops(step, False), "optimizer", -1, -1)
+        if self.zero_stage in (1, 2):  # ZeRO-3 gathers parameters layer by layer instead
             grads.all_gather_params(local_elements * ACT_BYTES, rb.last_compute)
 
 

@@ -6,7 +6,6 @@ from rich.table import Table
 
 from simtrain.catalog import ACCELERATORS, LINKS
 from simtrain.paths import data_dir
-from simtrain.specs.loader import read_yaml
 
 TERA, GB = 1e12, 1e9
 
@@ -71,6 +70,8 @@ def sources_table(entries: dict) -> Table:
 
 def files_table(folder: str, section: str) -> Table:
     """YAML files of a data folder with the headline fields of their ``section``."""
+    from simtrain.specs.loader import read_yaml  # validates experiments: load on use
+
     table = Table(title=f"{folder}/")
     table.add_column("file", no_wrap=True)
     table.add_column("name", no_wrap=True)
@@ -93,8 +94,60 @@ def files_table(folder: str, section: str) -> Table:
     return table
 
 
+def _shown(value: object) -> str:
+    if isinstance(value, tuple):
+        return ",".join(str(v) for v in value) or "none"
+    if isinstance(value, float) and value >= 1e6:
+        return f"{value:.3g}"
+    return str(value)
+
+
+REFERENCE = "docs/references/frameworks.md "
+
+
+def frameworks_tables() -> list[Table]:
+    """One summary of every framework profile, then each profile field by field with sources."""
+    from simtrain.catalog.frameworks import framework_names, get_framework
+    from simtrain.specs.framework import DEFAULT_FRAMEWORK, profile_field_names
+
+    names = framework_names()
+    summary = Table(title=f"frameworks (training.framework; default {DEFAULT_FRAMEWORK})")
+    for col in ("name", "mode", "attention", "ZeRO", "ZeRO-3 gathers", "DP overlap"):
+        summary.add_column(col, no_wrap=True)
+    for name in names:
+        p = get_framework(name)
+        summary.add_row(
+            name,
+            p.execution_mode,
+            p.attention_kernel,
+            _shown(p.zero_stages),
+            p.sharding.gather_granularity,
+            "yes" if p.overlaps.dp_grad_reduce else "no",
+        )
+    tables = [summary]
+    for name in names:
+        p = get_framework(name)
+        table = Table(
+            title=f"{name}: every field and its source (§ = {REFERENCE}§)",
+            title_justify="left",
+            caption=p.description,
+            caption_justify="left",
+        )
+        table.add_column("field", no_wrap=True)
+        table.add_column("value", overflow="fold")
+        table.add_column("source", overflow="fold")
+        for field in profile_field_names():
+            src = p.sources[field]
+            source = src.source.replace(f"{REFERENCE}§", "§")
+            table.add_row(field, _shown(p.field_value(field)), f"{src.provenance}: {source}")
+        tables.append(table)
+    return tables
+
+
 def catalog_tables(what: str) -> list[Table]:
     """The tables for ``simtrain list WHAT``."""
+    if what == "frameworks":
+        return frameworks_tables()
     if what == "accelerators":
         return [accelerators_table(), sources_table(ACCELERATORS)]
     if what == "links":

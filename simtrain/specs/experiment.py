@@ -10,6 +10,7 @@ from pydantic import Field, model_validator
 from simtrain.specs.base import Spec, divisors, must_divide
 from simtrain.specs.cluster import ClusterSpec
 from simtrain.specs.cost import CostSpec
+from simtrain.specs.framework_resolve import framework_problems, resolve_framework_defaults
 from simtrain.specs.model import ModelSpec
 from simtrain.specs.parallel import ParallelSpec
 from simtrain.specs.reliability import ReliabilitySpec
@@ -59,6 +60,18 @@ class ExperimentSpec(Spec):
         if mp > 0 and num_gpus > 0 and num_gpus % mp == 0:
             return {**data, "parallel": {**par, "dp": num_gpus // mp}}
         return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _resolve_framework(cls, data: Any) -> Any:
+        """Fill the switches left unset (None) from the framework profile.
+
+        Downstream code then only sees resolved values; what the experiment sets wins. An
+        unknown framework name is left to :meth:`_check_framework`, which reports it.
+        """
+        if not isinstance(data, dict):
+            return data
+        return resolve_framework_defaults(data)
 
     @model_validator(mode="after")
     def _check_cross_fields(self) -> ExperimentSpec:
@@ -115,11 +128,12 @@ class ExperimentSpec(Spec):
                     f"parallel.pp={p.pp} for the interleaved schedule"
                 )
         if p.pp > 1 and p.pipeline_schedule == "dualpipe" and p.dp is not None and not problems:
-            m = p.num_microbatches
-            if p.pp % 2 or m % 2 or m < 2 * p.pp:
+            microbatches = p.num_microbatches
+            if p.pp % 2 or microbatches % 2 or microbatches < 2 * p.pp:
                 problems.append(
                     f"parallel.pipeline_schedule=dualpipe needs an even parallel.pp (got {p.pp}) "
-                    f"and an even number of microbatches of at least 2*pp={2 * p.pp} (got {m})"
+                    "and an even number of microbatches of at least "
+                    f"2*pp={2 * p.pp} (got {microbatches})"
                 )
         if p.zero_shard_group_size is not None and p.dp is not None:
             check(
@@ -138,6 +152,11 @@ class ExperimentSpec(Spec):
                 )
         if p.cp > 1:
             check(must_divide("parallel.cp*2", 2 * p.cp, "model.seq_length", m.seq_length))
+            if m.sliding_window is not None and p.cp_algorithm == "ring":
+                problems.append(
+                    f"parallel.cp_algorithm=ring with parallel.cp={p.cp} cannot run "
+                    f"model.sliding_window={m.sliding_window} (use all_gather or ulysses)"
+                )
             if p.cp_algorithm == "ulysses":
                 check(must_divide("parallel.cp", p.cp, "model.num_heads/tp", m.num_heads // p.tp))
         if p.ep > 1:
@@ -152,6 +171,7 @@ class ExperimentSpec(Spec):
                 f"cluster.num_gpus={c.num_gpus} must be a multiple of "
                 f"cluster.gpus_per_node={c.gpus_per_node} when it spans nodes"
             )
+        problems += framework_problems(self)
         if problems:
             raise ValueError("; ".join(problems))
         if p.sp and p.tp == 1:

@@ -48,6 +48,9 @@ class LinkSpec(Spec):
     """Per-hop latency of one transfer step (NCCL's hardware latency for the link type)."""
     efficiency: float = Field(gt=0, le=1)
     """Achievable fraction of the line rate for large collective transfers (measured)."""
+    ports: int = Field(default=1, ge=1, le=64)
+    """Ports the bandwidth is split over: the ICI links of a TPU chip (6 in a 3D torus, 4 in
+    v5e's 2D torus); 1 for a single port or a switched fabric seen as one port."""
     source: str
     """Where the figures come from."""
 

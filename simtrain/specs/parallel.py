@@ -69,11 +69,12 @@ class ParallelSpec(Spec):
     """Pipeline schedule (used when pp > 1)."""
     recompute: RecomputeMode = "none"
     """Activation recomputation: none, selective (attention core) or full (whole layer)."""
-    overlap_grad_reduce: bool = True
-    """Overlap the data-parallel gradient reduction with the backward pass (bucketed)."""
-    grad_bucket_size_bytes: int = Field(default=160_000_000, gt=0)
-    """Gradient bucket size for the overlapped data-parallel reduction. Default: Megatron's
-    DDP bucket of 40M elements in fp32 = 160 MB."""
+    overlap_grad_reduce: bool | None = None
+    """Overlap the data-parallel gradient reduction with the backward pass (bucketed);
+    default from the framework profile (always on under ZeRO-3)."""
+    grad_bucket_size_bytes: int | None = Field(default=None, gt=0, le=8_000_000_000)
+    """Gradient bucket size for the overlapped data-parallel reduction; default from the
+    framework profile (Megatron-Core: 40M fp32 elements = 160 MB; PyTorch DDP: 25 MiB)."""
     rank_order: str = "tp-cp-ep-dp-pp"
     """Order of mesh axes from innermost (adjacent ranks) to outermost."""
 

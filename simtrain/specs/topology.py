@@ -15,8 +15,10 @@ from pydantic import Field, model_validator
 
 from simtrain.specs.base import Spec
 
-TopologyKind = Literal["fat_tree", "rail_optimized", "rail_only", "torus_3d", "single_node"]
-NodeFabricKind = Literal["auto", "nvswitch", "p2p_mesh", "pcie"]
+TopologyKind = Literal[
+    "fat_tree", "rail_optimized", "rail_only", "torus_3d", "dragonfly", "single_node"
+]
+NodeFabricKind = Literal["auto", "nvswitch", "p2p_mesh", "pcie", "mi250x"]
 
 TOPOLOGY_KINDS: tuple[str, ...] = TopologyKind.__args__  # type: ignore[attr-defined]
 
@@ -25,10 +27,13 @@ class TopologySpec(Spec):
     """Network shape: node fabric, scale-out family and its switch and torus parameters."""
 
     kind: TopologyKind = "fat_tree"
-    """Network family: fat_tree (Clos), rail_optimized, rail_only, torus_3d or single_node."""
+    """Network family: fat_tree (Clos), rail_optimized, rail_only, torus_3d, dragonfly (HPE
+    Slingshot) or single_node."""
     node_fabric: NodeFabricKind = "auto"
-    """Fabric inside a node: nvswitch, p2p_mesh (Infinity Fabric), pcie, or auto (from the
-    scale-up link: NVLink -> nvswitch, Infinity Fabric -> p2p_mesh, PCIe -> pcie)."""
+    """Fabric inside a node: nvswitch, p2p_mesh (equal links between all pairs), pcie, mi250x
+    (the 8 GCDs of 4 MI250X joined by 4-, 2- or 1-link Infinity Fabric pairs), or auto (from
+    the scale-up link: NVLink -> nvswitch, MI250X Infinity Fabric on 8-GCD nodes -> mi250x,
+    other Infinity Fabric -> p2p_mesh, PCIe -> pcie)."""
     oversubscription: float = Field(default=1.0, ge=1.0)
     """Ratio of downlink to uplink bandwidth above the leaf switches (1 = full bisection);
     Clos kinds only."""
@@ -54,6 +59,18 @@ class TopologySpec(Spec):
     larger shapes); torus_3d only. Its product must equal cluster.num_gpus."""
     torus_wraparound: bool = True
     """Wrap-around links in every dimension (a torus) rather than an open mesh."""
+    num_groups: int | None = Field(default=None, ge=1, le=4096)
+    """Dragonfly groups of the machine (Frontier: 74, LUMI-G: 20); omit for the fewest that
+    hold the cluster. Groups beyond the cluster's still carry Valiant detours; dragonfly only."""
+    switches_per_group: int = Field(default=32, ge=1, le=1024)
+    """Switches in a dragonfly group, all-to-all connected (a Cray EX cabinet: 32)."""
+    nic_ports_per_switch: int = Field(default=16, ge=1, le=1024)
+    """NIC ports of each dragonfly switch (Cray EX: 16); a multiple of the NICs per node."""
+    links_per_group_pair: int = Field(default=4, ge=1, le=1024)
+    """Global links between every pair of dragonfly groups ("links per arc"; Frontier: 4)."""
+    routing: Literal["minimal", "valiant", "ugal"] = "ugal"
+    """Dragonfly routing in the flow model: minimal, valiant (detour through a random group)
+    or ugal (adaptive: detour the share of flows that balances minimal and Valiant load)."""
     sharp: bool = False
     """Scale-out switches reduce in-network (InfiniBand SHARP on Quantum-class switches),
     enabling the ``sharp`` all-reduce; Clos kinds only."""

@@ -2,35 +2,71 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from simtrain.specs.base import Spec
-from simtrain.specs.calibration import AttentionKernel, ExecutionMode
+from simtrain.specs.framework import (
+    DEFAULT_FRAMEWORK,
+    AttentionKernel,
+    ExecutionMode,
+    GradReduceDtype,
+)
 
-Dtype = Literal["bf16", "fp16", "fp8"]
+Dtype = Literal["bf16", "fp16", "fp8", "mxfp8"]
+Optimizer = Literal["adam", "adamw", "adafactor", "lion", "adam8bit", "sgd"]
+FlopsConvention = Literal["simtrain", "megatron", "palm", "causal", "noncausal"]
 
 
 class TrainingSpec(Spec):
-    """Numerics and length of the training run."""
+    """Numerics, software stack and length of the training run.
 
+    Fields that default to None take their value from the framework profile named by
+    ``framework`` when the experiment is validated; an experiment may still set them.
+    """
+
+    framework: str = DEFAULT_FRAMEWORK
+    """Software stack profile (``simtrain list frameworks``): sets the defaults below marked
+    'from the framework profile' and how collectives, overlap and memory behave."""
     dtype: Dtype = "bf16"
-    """Compute dtype of matrix multiplications (sets the peak FLOP/s used)."""
-    optimizer: Literal["adam", "sgd"] = "adam"
-    """Optimizer: adam (mixed precision, 16 bytes of model state per parameter) or sgd."""
-    grad_reduce_dtype: Literal["fp32", "bf16"] = "fp32"
-    """Dtype of the data-parallel gradient reduction (Megatron reduces fp32 main grads)."""
-    attention_kernel: AttentionKernel = "flash"
+    """Compute dtype of the linear layers (sets the peak FLOP/s used): bf16, fp16, fp8
+    (TransformerEngine recipe: linear layers in FP8, attention and LM head in BF16) or mxfp8
+    (the same with Blackwell's block-scaled MXFP8)."""
+    fp8_recipe: Literal["delayed", "current", "blockwise"] | None = None
+    """FP8 scaling recipe: delayed (per-tensor, amax history; the default), current
+    (per-tensor, an amax pass before each cast) or blockwise (DeepSeek-V3's 1x128/128x128
+    tiles). Only with dtype fp8; mxfp8 has its own 32-element block scaling."""
+    optimizer: Optimizer = "adam"
+    """Optimizer: adam or adamw (12 bytes of FP32 state per parameter), adafactor (4),
+    lion (8), adam8bit (about 6) or sgd with momentum (8); plus the 16-bit weight and
+    gradient."""
+    grad_reduce_dtype: GradReduceDtype | None = None
+    """Dtype of the data-parallel gradient reduction (default from the framework profile;
+    Megatron-Core reduces fp32 main grads)."""
+    attention_kernel: AttentionKernel | None = None
     """Attention implementation: flash (FlashAttention-2), flash3 (FlashAttention-3, Hopper),
-    cudnn (cuDNN fused attention, as Transformer Engine runs it), or unfused (batched GEMMs
-    plus softmax and dropout kernels, as Megatron-LM ran in 2021)."""
-    execution_mode: ExecutionMode = "eager"
-    """How the framework issues kernels: eager (PyTorch dispatches every kernel from Python),
-    cuda_graphs (captured graphs replayed with one launch) or compiled (XLA / whole-graph
-    compilation). Sets the host cost of issuing each kernel."""
+    cudnn (cuDNN fused attention, as Transformer Engine runs it) or unfused (batched GEMMs
+    plus softmax and dropout kernels, as Megatron-LM ran in 2021); default from the
+    framework profile."""
+    execution_mode: ExecutionMode | None = None
+    """How kernels reach the GPU: eager (issued one by one from Python), cuda_graphs
+    (captured and replayed) or compiled (XLA, torch.compile); default from the framework
+    profile."""
     total_tokens: float = Field(default=0.0, ge=0)
     """Tokens of the whole run, for run-level time and cost (0 = report one step only)."""
+
+    @model_validator(mode="after")
+    def _check_fp8(self) -> TrainingSpec:
+        if self.fp8_recipe is not None and self.dtype != "fp8":
+            warnings.warn(
+                f"training.fp8_recipe has no effect with training.dtype={self.dtype} "
+                "(only with fp8)",
+                UserWarning,
+                stacklevel=2,
+            )
+        return self
 
 
 class SimulationSpec(Spec):
@@ -47,8 +83,14 @@ class SimulationSpec(Spec):
 class ExpectedSpec(Spec):
     """A published figure the experiment should reproduce, checked by ``simtrain validate``."""
 
-    metric: Literal["tflops_per_gpu", "step_time_s", "mfu", "hfu", "tokens_per_s"]
+    metric: Literal[
+        "tflops_per_gpu", "model_tflops_per_gpu", "step_time_s", "mfu", "hfu", "tokens_per_s"
+    ]
     """Report key to compare."""
+    flops_convention: FlopsConvention = "simtrain"
+    """How the source counted model FLOPs, for model_tflops_per_gpu and mfu: simtrain,
+    megatron (Eq. 3, full recomputation counted), palm (6N + 12·L·H·Q·T), causal (MaxText)
+    or noncausal (LLM Foundry)."""
     value: float = Field(gt=0)
     """Published value of the metric."""
     tolerance: float = Field(default=0.10, gt=0, lt=1)
@@ -57,3 +99,15 @@ class ExpectedSpec(Spec):
     """Where the published value comes from (paper, table, row)."""
     note: str = ""
     """Caveats, e.g. a row expected to fail until a feature lands."""
+
+    @model_validator(mode="after")
+    def _check_convention(self) -> ExpectedSpec:
+        if self.flops_convention != "simtrain" and self.metric not in (
+            "model_tflops_per_gpu",
+            "mfu",
+        ):
+            raise ValueError(
+                f"expected.flops_convention={self.flops_convention} needs expected.metric "
+                f"model_tflops_per_gpu or mfu (got {self.metric})"
+            )
+        return self

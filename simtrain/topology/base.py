@@ -17,6 +17,7 @@ family's router from device (or switch) indices.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Protocol
@@ -134,6 +135,9 @@ class Topology:
     """Per node, the graph index of its NVSwitch when it can reduce in-network (NVLS)."""
     details: dict[str, str] = field(default_factory=dict)
     """Human-readable facts (tiers, switch counts, links used) for ``simtrain topology``."""
+    ring_order: Callable[[np.ndarray], np.ndarray] | None = None
+    """Given local device indices of one node, the order a ring should visit them in (a
+    wired node's widest ring); None when any order is as good (switched or uniform fabrics)."""
 
     @property
     def num_nodes(self) -> int:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
+from itertools import combinations
 
 import numpy as np
 
@@ -12,8 +14,20 @@ from simtrain.specs.cluster import ClusterSpec
 from simtrain.specs.hardware import LinkSpec
 from simtrain.specs.topology import TopologySpec
 from simtrain.topology.base import LinkTable, Topology
+from simtrain.topology.dragonfly import (
+    DragonflyRouter,
+    build_dragonfly,
+    dragonfly_bisection,
+    dragonfly_shape,
+)
 from simtrain.topology.fat_tree import ClosFabric, build_clos, fat_tree_leaves
-from simtrain.topology.node_fabric import NVLS_LINKS, build_node_fabric, default_node_fabric
+from simtrain.topology.node_fabric import (
+    NVLS_LINKS,
+    NodeFabric,
+    build_node_fabric,
+    default_node_fabric,
+    pair_bandwidths,
+)
 from simtrain.topology.rail import rail_leaves
 from simtrain.topology.routing import ClusterRouter
 from simtrain.topology.torus import build_torus
@@ -31,6 +45,14 @@ CLOS_FIELDS = (
 """TopologySpec fields read only by the Clos kinds."""
 TORUS_FIELDS = ("torus_shape", "torus_wraparound")
 """TopologySpec fields read only by torus_3d."""
+DRAGONFLY_FIELDS = (
+    "num_groups",
+    "switches_per_group",
+    "nic_ports_per_switch",
+    "links_per_group_pair",
+    "routing",
+)
+"""TopologySpec fields read only by dragonfly."""
 
 
 def cluster_links(cluster: ClusterSpec) -> tuple[LinkSpec, LinkSpec]:
@@ -59,9 +81,15 @@ def build_topology(cluster: ClusterSpec) -> Topology:
     up, out = cluster_links(cluster)
     table = LinkTable()
     if spec.kind == "torus_3d":
-        warn_unused(spec, (*CLOS_FIELDS, "node_fabric"), "topology.kind is torus_3d")
+        warn_unused(
+            spec, (*CLOS_FIELDS, *DRAGONFLY_FIELDS, "node_fabric"), "topology.kind is torus_3d"
+        )
         return _torus(cluster, table, up)
     warn_unused(spec, TORUS_FIELDS, f"topology.kind is {spec.kind}")
+    if spec.kind == "dragonfly":
+        warn_unused(spec, CLOS_FIELDS[:-1], "topology.kind is dragonfly")
+    else:
+        warn_unused(spec, DRAGONFLY_FIELDS, f"topology.kind is {spec.kind}")
     g = min(cluster.gpus_per_node, num_gpus)
     if num_gpus % g:
         raise SpecError(
@@ -75,15 +103,16 @@ def build_topology(cluster: ClusterSpec) -> Topology:
             f"topology.kind=single_node (got {num_gpus})"
         )
     table.add_nodes([f"n{k}/gpu{a}" for k in range(num_nodes) for a in range(g)], "device")
-    fabric_kind = default_node_fabric(up.name) if spec.node_fabric == "auto" else spec.node_fabric
+    fabric_kind = (
+        default_node_fabric(up.name, g) if spec.node_fabric == "auto" else spec.node_fabric
+    )
     fabric = build_node_fabric(table, fabric_kind, num_nodes, g, up)
     nvls = fabric.switch if fabric_kind == "nvswitch" and up.name in NVLS_LINKS else None
-    details = {
-        "node fabric": f"{fabric_kind} ({up.name}, {up.effective_bandwidth_bytes_per_s / 1e9:.0f} "
-        "GB/s per device and direction)",
-    }
+    details = {"node fabric": fabric_summary(fabric, up)}
     nics = min(cluster.nics, g)
     clos = None
+    if spec.kind == "dragonfly":
+        return _dragonfly(cluster, table, fabric, fabric_kind, out, details)
     if num_nodes > 1:
         down_ports = spec.leaf_down_ports or spec.switch_radix // 2
         if spec.kind == "fat_tree":
@@ -100,9 +129,7 @@ def build_topology(cluster: ClusterSpec) -> Topology:
         bisection = num_nodes * nics * out.effective_bandwidth_bytes_per_s / 2
         bisection *= clos.bisection_factor(spec)
     else:
-        bw = up.effective_bandwidth_bytes_per_s
-        half = g // 2
-        bisection = half * half * bw / (g - 1) if fabric_kind == "p2p_mesh" else half * bw
+        bisection = node_bisection(fabric, up)
     router = ClusterRouter(fabric, num_gpus, nics, clos, pxn=spec.kind != "fat_tree")
     return _finish(
         table,
@@ -116,7 +143,85 @@ def build_topology(cluster: ClusterSpec) -> Topology:
         nvls=nvls,
         node_fabric=fabric_kind,
         sharp=clos if spec.sharp else None,
+        ring_order=fabric.ring_order if fabric.wiring is not None else None,
     )
+
+
+def _dragonfly(
+    cluster: ClusterSpec,
+    table: LinkTable,
+    fabric: NodeFabric,
+    fabric_kind: str,
+    link: LinkSpec,
+    details: dict[str, str],
+) -> Topology:
+    """A dragonfly of switch groups above the node fabrics (``dragonfly.py``)."""
+    spec = cluster.topology
+    g = min(cluster.gpus_per_node, cluster.num_gpus)
+    nics = min(cluster.nics, g)
+    num_nodes = cluster.num_gpus // g
+    shape = dragonfly_shape(spec, num_nodes, nics)
+    links = build_dragonfly(table, shape, g, nics, link)
+    bw = link.effective_bandwidth_bytes_per_s
+    details["scale-out"] = f"dragonfly, {nics} x {link.name} per node ({bw / 1e9:.1f} GB/s each)"
+    details["groups"] = (
+        f"{shape.groups_used} used of {shape.num_groups}, {shape.nodes_per_group} nodes each "
+        f"({shape.switches_per_group} switches x {shape.nic_ports_per_switch} NIC ports)"
+    )
+    pairs = shape.num_groups * (shape.num_groups - 1) // 2
+    details["global links"] = (
+        f"{shape.links_per_group_pair} per group pair, {pairs * shape.links_per_group_pair} "
+        f"in all; routing {spec.routing}"
+    )
+    details["local links"] = f"all-to-all in each group, {shape.switches_per_group - 1} per switch"
+    capacity = table.arrays()[2]
+    router = DragonflyRouter(fabric, cluster.num_gpus, nics, shape, links, spec.routing, capacity)
+    bisection = dragonfly_bisection(shape, nics, link)
+    return _finish(
+        table,
+        "dragonfly",
+        cluster.num_gpus,
+        g,
+        router,
+        bisection,
+        nics,
+        details,
+        node_fabric=fabric_kind,
+        ring_order=fabric.ring_order if fabric.wiring is not None else None,
+    )
+
+
+def fabric_summary(fabric: NodeFabric, link: LinkSpec) -> str:
+    """One line describing a node fabric for ``simtrain topology``."""
+    if fabric.wiring is None:
+        return (
+            f"{fabric.kind} ({link.name}, {link.effective_bandwidth_bytes_per_s / 1e9:.0f} GB/s "
+            "per device and direction)"
+        )
+    w = fabric.wiring
+    by_links = sorted(w.pair_bandwidth_bytes_per_s.items(), reverse=True)
+    pairs = ", ".join(
+        f"{sum(1 for *_, n in w.pairs if n == links)} x {links}-link {bw / 1e9:.0f} GB/s"
+        for links, bw in by_links
+    )
+    return f"{w.name} wiring: {pairs} pairs (per direction); ring " + "-".join(
+        str(d) for d in fabric.ring_order(np.arange(w.num_devices))
+    )
+
+
+def node_bisection(fabric: NodeFabric, link: LinkSpec) -> float:
+    """Bisection bandwidth of one node (per direction) for its fabric kind."""
+    g = fabric.gpus_per_node
+    half = g // 2
+    bw = link.effective_bandwidth_bytes_per_s
+    if fabric.wiring is not None:
+        pair_bw = pair_bandwidths(fabric.wiring)
+        cuts = (
+            pair_bw[np.ix_(side, np.setdiff1d(np.arange(g), side))].sum()
+            for side in (np.array(c) for c in combinations(range(g), half))
+        )
+        return float(min(cuts))
+    return half * half * bw / (g - 1) if fabric.kind == "p2p_mesh" else half * bw
 
 
 def _torus(cluster: ClusterSpec, table: LinkTable, link: LinkSpec) -> Topology:
@@ -134,8 +239,8 @@ def _torus(cluster: ClusterSpec, table: LinkTable, link: LinkSpec) -> Topology:
     details = {
         "torus": "x".join(str(d) for d in shape)
         + (" with wrap-around" if spec.torus_wraparound else " (open mesh)"),
-        "link": f"{link.name}, {link.effective_bandwidth_bytes_per_s / 6e9:.1f} GB/s per "
-        "direction (chip bandwidth / 6)",
+        "link": f"{link.name}, {link.effective_bandwidth_bytes_per_s / link.ports / 1e9:.1f} "
+        f"GB/s per direction (chip bandwidth / {link.ports} ports)",
     }
     g = min(cluster.gpus_per_node, cluster.num_gpus)
     torus = shape if spec.torus_wraparound else None
@@ -157,6 +262,7 @@ def _finish(
     node_fabric: str = "none",
     sharp: ClosFabric | None = None,
     torus_shape: tuple[int, int, int] | None = None,
+    ring_order: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> Topology:
     """Freeze the link table into a Topology."""
     src, dst, bw, lat, cls = table.arrays()
@@ -179,6 +285,7 @@ def _finish(
         sharp=sharp,
         torus_shape=torus_shape,
         details=details,
+        ring_order=ring_order,
     )
 
 

@@ -4,10 +4,11 @@ A TPU v4 cube is 4x4x4 chips; optical circuit switches join cubes into larger X 
 slices with wrap-around links, up to the 16x16x16 pod of 4,096 chips. Chip ``i`` sits at
 ``(x, y, z)`` with x fastest: ``i = x + X * (y + Y * z)``.
 
-Per-link bandwidth: the catalog gives the ICI bandwidth of a chip; it is shared by the six
-links of a 3D torus. For TPU v4 that is 1.1 PB/s / 4,096 chips / 6 = 44.8 GB/s per link and
-direction, which makes the bisection of the 16x16x16 pod 2 x 256 x 44.8 GB/s = 22.9 TB/s,
-within 5 % of the published 24 TB/s (``shared/reference/hardware.md`` §7.1, TPU v4 row).
+Per-link bandwidth: the catalog gives the ICI bandwidth of a chip and its number of ports
+(``LinkSpec.ports``: six links in a 3D torus, four in TPU v5e's 2D torus). For TPU v4 that is
+1.1 PB/s / 4,096 chips / 6 = 44.8 GB/s per link and direction, which makes the bisection of
+the 16x16x16 pod 2 x 256 x 44.8 GB/s = 22.9 TB/s, within 5 % of the published 24 TB/s
+(``docs/references/tpu.md`` §2). A 2D slice is a torus of shape X x Y x 1.
 
 Dimension-order routing: a transfer first travels along x (the shorter way round when the
 dimension wraps), then y, then z, as TPU ICI routes.
@@ -21,9 +22,6 @@ import numpy as np
 
 from simtrain.specs.hardware import LinkSpec
 from simtrain.topology.base import LinkTable
-
-LINKS_PER_CHIP = 6
-"""Links of a chip in a 3D torus (+x, -x, +y, -y, +z, -z)."""
 
 
 @dataclass(frozen=True)
@@ -69,7 +67,7 @@ def build_torus(
         longest dimension, which wrap-around links cross twice).
     """
     num_chips = int(np.prod(shape))
-    bw = link.effective_bandwidth_bytes_per_s / LINKS_PER_CHIP
+    bw = link.effective_bandwidth_bytes_per_s / link.ports
     chips = np.arange(num_chips)
     coords = np.stack(np.unravel_index(chips, shape, order="F"), axis=1)
     link_ids = np.full((num_chips, 3, 2), -1, dtype=np.int64)

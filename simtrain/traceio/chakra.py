@@ -68,6 +68,8 @@ COMM_TYPES: dict[int, str] = {
 _KINDS: dict[int, NodeKind] = {1: "compute", 2: "compute", 3: "compute", 4: "compute"}
 _KINDS |= {5: "send", 6: "recv", 7: "collective"}
 OP_FIELDS = tuple(f.name for f in dataclasses.fields(Op))
+# Fields added to Op after traces were first written; a trace without them gets the default.
+_OPTIONAL_OP_FIELDS = frozenset({"dtype", "window"})
 
 
 def schema() -> Any:
@@ -268,6 +270,8 @@ class _Node:
         columns = {}
         for name in OP_FIELDS:
             column = self.attrs.get(f"op.{name}")
+            if column is None and name in _OPTIONAL_OP_FIELDS:
+                continue
             if not isinstance(column, list) or len(column) != len(self.attrs["op.kind"]):
                 raise TraceFormatError(
                     f"{self.where}: attribute 'op.{name}' must be a list as long as 'op.kind'"
@@ -275,7 +279,7 @@ class _Node:
             columns[name] = column
         try:
             return tuple(
-                Op(**{name: columns[name][i] for name in OP_FIELDS})
+                Op(**{name: column[i] for name, column in columns.items()})
                 for i in range(len(columns["kind"]))
             )
         except TypeError as exc:

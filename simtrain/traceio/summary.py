@@ -1,7 +1,8 @@
 """The report of a replayed trace, with the keys of ``simtrain run --json``.
 
 A trace records what ran, not the model that produced it, so some keys have no value:
-``memory`` (traces do not record allocations), ``num_params``, ``cost`` and, without an
+``memory`` (traces do not record allocations), ``num_params``, ``model_flops_per_token``
+(per FLOP convention, a property of the model), ``cost`` and, without an
 experiment file, ``tokens_per_step``, ``tokens_per_s`` and ``spec`` are ``null``
 (:func:`~simtrain.traceio.run.replay_directory` fills ``spec``, ``simtrain_version`` and the
 wall time). FLOPs are
@@ -104,6 +105,7 @@ def replay_summary(
         "tokens_per_step": tokens_per_step,
         "model_flops_per_step": flops.model,
         "hardware_flops_per_step": flops.hardware,
+        "model_flops_per_token": None,
         "simulation": {
             "wall_time_s": engine.replay_wall_s,
             "events": engine.num_events,

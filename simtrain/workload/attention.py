@@ -1,18 +1,27 @@
 """The attention core (scores, softmax, values) as ops: fused flash kernel or unfused kernels.
 
-Both variants count the same model FLOPs, 4·s_q·s_kv·d per head per sequence forward (QK^T
-and AV, without causal savings, as Megatron and PaLM count them) and twice that backward.
-They differ in what the hardware does:
+Both variants count the same model FLOPs, 2·s_q·keys·(d_qk + d_v) per head per sequence
+forward (QK^T and AV, without causal savings, as Megatron and PaLM count them; keys = s_kv,
+or the sliding window when shorter; d_qk = d_v = d except under multi-head latent attention)
+and twice that backward. They differ in what the hardware does:
 
 - ``flash``: one fused kernel each way (FlashAttention); the score matrix never reaches HBM,
   and a causal kernel skips the masked blocks (the compute model accounts for that).
 - ``unfused``: what Megatron-LM did in 2021 (Narayanan et al.) and Megatron-DeepSpeed still
   does without flash attention: a batched GEMM for QK^T, a fused scale-mask-softmax kernel,
   dropout on the probabilities, and a batched GEMM for AV; the b·a·s² score tensor is written
-  and read several times, so long sequences become memory-bound.
+  and read several times, so long sequences become memory-bound. A sliding window only masks
+  scores here: the GEMMs still compute every (query, key) pair.
+
+ALiBi adds a per-head linear bias to the scores. The flash kernel reads one bias row per head
+and sequence (b·a·s_kv 16-bit values, BLOOM's broadcast ``alibi`` tensor); the unfused path
+adds it as the C operand of a ``baddbmm``, which first expands the broadcast bias into the
+score buffer and then reads it back: 2 · b·a·s_q·s_kv · 2 bytes more traffic.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from simtrain.workload.ops import Op
 from simtrain.workload.primitives import ACT_BYTES, collective, gemm, memory_op
@@ -20,13 +29,18 @@ from simtrain.workload.primitives import ACT_BYTES, collective, gemm, memory_op
 MASK_BYTES = 1
 
 
-def _bgemm(name: str, phase: str, m: int, n: int, k: int, batch: int, layer: int) -> Op:
+def _bgemm(name: str, phase: str, m: int, n: int, k: int, batch: int, layer: int, dtype: str) -> Op:
     """A batched activation-by-activation GEMM (both operands are 16-bit activations)."""
-    return gemm(name, phase, m, n, k, ACT_BYTES, layer, batch)
+    return gemm(name, phase, m, n, k, ACT_BYTES, layer, batch, dtype)
 
 
 def _memory(name: str, phase: str, size_bytes: float, layer: int) -> Op:
     return memory_op(name, "elementwise", phase, size_bytes, layer)
+
+
+def alibi_bias_bytes(batch_heads: int, s_kv: int) -> float:
+    """Bytes of the ALiBi bias rows a fused kernel reads: one 16-bit row per head and sequence."""
+    return float(batch_heads * s_kv * ACT_BYTES)
 
 
 def attention_core(
@@ -38,6 +52,11 @@ def attention_core(
     qkv_bytes: float,
     layer: int,
     dropout: bool = True,
+    *,
+    v_head_dim: int = 0,
+    window: int = 0,
+    alibi: bool = False,
+    dtype: str = "",
 ) -> tuple[tuple[Op, ...], tuple[Op, ...]]:
     """Forward and backward ops of the attention core of one layer on one rank.
 
@@ -46,29 +65,44 @@ def attention_core(
         batch_heads: microbatch size times the rank's query heads.
         s_q: query positions on this rank (sequence / cp).
         s_kv: key positions attended to (the full sequence).
-        head_dim: dimension of one head.
+        head_dim: query/key dimension of one head (d_qk).
         qkv_bytes: bytes of the rank's Q, K and V tensors.
         layer: transformer layer index.
         dropout: whether the (unfused) kernels apply dropout to the probabilities.
+        v_head_dim: value dimension of one head (d_v); 0 for ``head_dim``.
+        window: sliding window (most keys per query); 0 for none.
+        alibi: whether linear biases are added to the scores.
+        dtype: precision of the kernels ("" = training dtype; "bf16" under FP8 training).
     """
-    flops = 4.0 * batch_heads * s_q * s_kv * head_dim
-    out_bytes = batch_heads * s_q * head_dim * ACT_BYTES
+    d_v = v_head_dim or head_dim
+    keys = min(s_kv, window) if window else s_kv
+    flops = 2.0 * batch_heads * s_q * keys * (head_dim + d_v)
+    out_bytes = batch_heads * s_q * d_v * ACT_BYTES
     if kernel != "unfused":  # a fused kernel (flash, flash3, cudnn)
+        bias = alibi_bias_bytes(batch_heads, s_kv) if alibi else 0.0
         common = dict(
-            kind="attention", causal=True, layer=layer, m=s_q, n=s_kv, k=head_dim, batch=batch_heads
+            kind="attention",
+            causal=True,
+            layer=layer,
+            m=s_q,
+            n=s_kv,
+            k=head_dim,
+            batch=batch_heads,
+            dtype=dtype,
+            window=window if window and window < s_kv else 0,
         )
         forward = Op(
             name="flash_attention",
             phase="fwd",
             flops=flops,
-            bytes_accessed=float(qkv_bytes + out_bytes),
+            bytes_accessed=float(qkv_bytes + out_bytes + bias),
             **common,
         )  # type: ignore[arg-type]
         backward = Op(
             name="flash_attention_bwd",
             phase="bwd_input",
             flops=2 * flops,
-            bytes_accessed=float(2 * (qkv_bytes + 2 * out_bytes)),
+            bytes_accessed=float(2 * (qkv_bytes + 2 * out_bytes) + bias),
             **common,
         )  # type: ignore[arg-type]
         return (forward,), (backward,)
@@ -78,21 +112,53 @@ def attention_core(
     dropout_b = (
         [_memory("attention_dropout_bwd", "bwd_input", dropout_bytes, layer)] if dropout else []
     )
+    bias_f = [_memory("alibi_bias", "fwd", 2 * scores * ACT_BYTES, layer)] if alibi else []
+
+    def bgemm(name: str, phase: str, m: int, n: int, k: int) -> Op:
+        return _bgemm(name, phase, m, n, k, batch_heads, layer, dtype)
+
+    d = head_dim
     forward_ops = (
-        _bgemm("attention_scores", "fwd", s_q, s_kv, head_dim, batch_heads, layer),
+        *bias_f,
+        bgemm("attention_scores", "fwd", s_q, s_kv, d),
         _memory("scale_mask_softmax", "fwd", 2 * scores * ACT_BYTES, layer),
         *dropout_f,
-        _bgemm("attention_values", "fwd", s_q, head_dim, s_kv, batch_heads, layer),
+        bgemm("attention_values", "fwd", s_q, d_v, s_kv),
     )
     backward_ops = (
-        _bgemm("attention_values_dprobs", "bwd_input", s_q, s_kv, head_dim, batch_heads, layer),
-        _bgemm("attention_values_dvalues", "bwd_input", s_kv, head_dim, s_q, batch_heads, layer),
+        bgemm("attention_values_dprobs", "bwd_input", s_q, s_kv, d_v),
+        bgemm("attention_values_dvalues", "bwd_input", s_kv, d_v, s_q),
         *dropout_b,
         _memory("scale_mask_softmax_bwd", "bwd_input", 3 * scores * ACT_BYTES, layer),
-        _bgemm("attention_scores_dquery", "bwd_input", s_q, head_dim, s_kv, batch_heads, layer),
-        _bgemm("attention_scores_dkey", "bwd_input", s_kv, head_dim, s_q, batch_heads, layer),
+        bgemm("attention_scores_dquery", "bwd_input", s_q, d, s_kv),
+        bgemm("attention_scores_dkey", "bwd_input", s_kv, d, s_q),
     )
     return forward_ops, backward_ops
+
+
+@dataclass(frozen=True)
+class HeadShape:
+    """The attention heads one rank runs, and how they attend.
+
+    Attributes:
+        heads: the rank's query heads.
+        kv_heads: the rank's key/value heads (``heads`` under MLA).
+        d_qk: query/key dimension per head.
+        d_v: value dimension per head.
+        window: sliding window (0 = none).
+        alibi: ALiBi biases on the scores.
+        dropout: attention dropout (unfused kernels).
+        dtype: kernel precision ("" = training dtype).
+    """
+
+    heads: int
+    kv_heads: int
+    d_qk: int
+    d_v: int
+    window: int = 0
+    alibi: bool = False
+    dropout: bool = True
+    dtype: str = ""
 
 
 def context_parallel_attention(
@@ -100,12 +166,9 @@ def context_parallel_attention(
     algorithm: str,
     cp: int,
     micro_batch_size: int,
-    heads: int,
-    kv_heads: int,
+    shape: HeadShape,
     s_local: int,
-    head_dim: int,
     layer: int,
-    dropout: bool = True,
 ) -> tuple[tuple[Op, ...], tuple[Op, ...]]:
     """Attention core of one layer on one rank under context parallelism of degree ``cp``.
 
@@ -116,7 +179,7 @@ def context_parallel_attention(
       queries to the whole sequence; the backward reduce-scatters dK and dV.
     - ``ring`` (ring attention): K/V blocks travel around the ring in cp - 1 steps; each step's
       transfer overlaps the attention on the block received before (the backward also passes
-      dK/dV, so twice the bytes).
+      dK/dV, so twice the bytes). Not with a sliding window (the spec rejects it).
     - ``ulysses`` (DeepSpeed-Ulysses): an all-to-all turns sequence shards into head shards
       (Q, K, V), attention runs on the whole sequence with heads / cp heads, and a second
       all-to-all turns the output back.
@@ -124,13 +187,15 @@ def context_parallel_attention(
     Returns:
         Forward and backward ops (collectives on axis ``cp`` included, in order).
     """
+    heads, d_qk, d_v = shape.heads, shape.d_qk, shape.d_v
+    extra = dict(v_head_dim=d_v, window=shape.window, alibi=shape.alibi, dtype=shape.dtype)
     b = micro_batch_size
-    kv_local = b * s_local * 2 * kv_heads * head_dim * ACT_BYTES  # this rank's K and V
-    qkv_local = b * s_local * (heads + 2 * kv_heads) * head_dim * ACT_BYTES
+    kv_local = b * s_local * shape.kv_heads * (d_qk + d_v) * ACT_BYTES  # this rank's K and V
+    qkv_local = b * s_local * heads * d_qk * ACT_BYTES + kv_local
     seq = s_local * cp
     if cp == 1 or algorithm == "all_gather":
         fwd, bwd = attention_core(
-            kernel, b * heads, s_local, seq, head_dim, qkv_local, layer, dropout
+            kernel, b * heads, s_local, seq, d_qk, qkv_local, layer, shape.dropout, **extra
         )
         if cp == 1:
             return fwd, bwd
@@ -141,9 +206,9 @@ def context_parallel_attention(
         return (gather, *fwd), (*bwd, scatter)
     if algorithm == "ulysses":
         fwd, bwd = attention_core(
-            kernel, b * heads // cp, seq, seq, head_dim, qkv_local, layer, dropout
+            kernel, b * heads // cp, seq, seq, d_qk, qkv_local, layer, shape.dropout, **extra
         )
-        out_local = b * s_local * heads * head_dim * ACT_BYTES
+        out_local = b * s_local * heads * d_v * ACT_BYTES
         return (
             (
                 _collective("cp_qkv_all_to_all", "all_to_all", "fwd", qkv_local, layer),
@@ -158,7 +223,7 @@ def context_parallel_attention(
         )
     # Ring: one block of attention per ring step, the next block's transfer in flight.
     block_fwd, block_bwd = attention_core(
-        kernel, b * heads, s_local, s_local, head_dim, qkv_local / cp, layer, dropout
+        kernel, b * heads, s_local, s_local, d_qk, qkv_local / cp, layer, shape.dropout, **extra
     )
     return (
         _ring(block_fwd, cp, kv_local, "fwd", layer),

@@ -5,11 +5,14 @@ Model FLOPs follow the convention of Narayanan et al. (2021, Eq. 3) and Korthika
 counted without causal savings, backward is twice forward, and recomputation is excluded
 (hardware FLOPs add it back). For a GPT layer this gives, per token,
 
-    forward FLOPs = 2 * (matmul parameters) + 4 * s * (heads * head_dim)
+    forward FLOPs = 2 * (matmul parameters) + 2 * keys * heads * (d_qk + d_v)
 
-so a training step of B sequences costs 72*B*s*l*h^2*(1 + s/(6h) + V/(12*l*h)) for the GPT
-shape (``shared/reference/training-runs.md`` §2.5). The general form below covers GQA, SwiGLU
-and MoE (only routed-to experts count for FLOPs: top-k plus shared experts).
+(``keys`` = the sequence, or the sliding window when shorter; d_qk = d_v = head_dim outside
+multi-head latent attention, so the attention term is Megatron's 4·s·h), and a training step
+of B sequences costs 72*B*s*l*h^2*(1 + s/(6h) + V/(12*l*h)) for the GPT shape
+(``docs/references/models.md`` §FLOP conventions). The general form below covers GQA, MQA,
+gated MLPs, parallel blocks, MLA and MoE (only routed-to experts count for FLOPs: top-k plus
+shared experts). Other published conventions live in :mod:`simtrain.workload.conventions`.
 """
 
 from __future__ import annotations
@@ -24,14 +27,14 @@ class ParameterCount:
     """Parameters of a model, split by where they live.
 
     Attributes:
-        embedding: token embedding (plus the learned position table).
+        embedding: token embedding (plus the learned position table and the embedding norm).
         lm_head: output projection (0 when tied to the embedding).
-        attention: all layers' attention projections and their biases.
+        attention: all layers' attention projections and their biases (MLA latent norms too).
         mlp_dense: all dense layers' MLPs.
         mlp_experts: all routed experts of all MoE layers.
         mlp_shared: all shared experts of all MoE layers.
         router: MoE gating matrices.
-        norms: normalisation weights (and biases) including the final norm.
+        norms: block normalisation weights (and biases) including the final norm.
         active_experts: routed-expert parameters one token actually uses (top-k of each layer).
     """
 
@@ -65,35 +68,87 @@ class ParameterCount:
         return self.total - self.mlp_experts + self.active_experts
 
 
-def _attention_weights(model: ModelSpec) -> int:
-    """Weight-matrix elements of one layer's Q, K, V and output projections."""
-    h, d = model.hidden_size, model.head_size
-    q, kv = model.num_heads * d, model.kv_heads * d
-    return h * (q + 2 * kv) + q * h
+@dataclass(frozen=True)
+class AttentionWeights:
+    """Weight-matrix elements of one layer's attention, by how tensor parallelism treats them.
+
+    Attributes:
+        split: matrices whose output (column-parallel) or input (row-parallel) dimension is
+            cut over the TP group: Q, K, V and output projections, MLA up-projections.
+        replicated: matrices every TP rank holds whole: MLA's down-projections (Megatron-Core
+            runs them duplicated).
+    """
+
+    split: int
+    replicated: int
+
+    @property
+    def total(self) -> int:
+        """Both kinds."""
+        return self.split + self.replicated
 
 
-def _mlp_matrices(model: ModelSpec) -> int:
-    """Matrices of one MLP: 2 for GELU, 3 (gate, up, down) for SwiGLU."""
-    return 3 if model.activation == "swiglu" else 2
+def attention_weights(model: ModelSpec) -> AttentionWeights:
+    """Weight-matrix elements of one layer's attention projections (no biases, no norms).
+
+    Examples:
+        DeepSeek-V3's MLA: 7168·1536 + 7168·576 down, 1536·24576 + 512·32768 up, 16384·7168 out.
+
+        >>> from simtrain.specs.model import MLASpec
+        >>> mla = MLASpec(q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128,
+        ...               qk_rope_head_dim=64, v_head_dim=128)
+        >>> m = ModelSpec(num_layers=1, hidden_size=7168, num_heads=128, vocab_size=10,
+        ...               seq_length=16, position_embedding="rope", mla=mla)
+        >>> attention_weights(m).total
+        187105280
+    """
+    h, heads = model.hidden_size, model.num_heads
+    d_qk, d_v = model.head_size, model.v_head_size
+    out = heads * d_v * h
+    mla = model.mla
+    if mla is not None:
+        down = h * (mla.q_lora_rank + mla.kv_lora_rank + mla.qk_rope_head_dim)
+        up = mla.q_lora_rank * heads * d_qk + mla.kv_lora_rank * heads * (
+            mla.qk_nope_head_dim + d_v
+        )
+        return AttentionWeights(split=up + out, replicated=down)
+    q, kv = heads * d_qk, model.kv_heads * d_qk
+    return AttentionWeights(split=h * (q + 2 * kv) + out, replicated=0)
+
+
+def attention_biases(model: ModelSpec) -> tuple[int, int]:
+    """(split, replicated) bias and latent-norm elements of one layer's attention.
+
+    QKV biases are split with their columns; the output-projection bias and MLA's latent
+    norms stay whole on every TP rank (as in Megatron).
+    """
+    replicated = model.hidden_size if model.has_attn_out_bias else 0
+    if model.mla is not None:
+        return 0, replicated + model.mla.q_lora_rank + model.mla.kv_lora_rank
+    q, kv = model.num_heads * model.head_size, model.kv_heads * model.head_size
+    return (q + 2 * kv) if model.has_qkv_bias else 0, replicated
+
+
+def mlp_matrices(model: ModelSpec) -> int:
+    """Matrices of one MLP: 2 (gelu, relu, squared_relu), 3 (gate, up, down) when gated."""
+    return 3 if model.is_gated else 2
 
 
 def attention_params_per_layer(model: ModelSpec) -> int:
-    """Q, K, V and output projections of one layer (plus biases when the model has them)."""
-    q, kv = model.num_heads * model.head_size, model.kv_heads * model.head_size
-    biases = (q + 2 * kv + model.hidden_size) if model.use_bias else 0
-    return _attention_weights(model) + biases
+    """Q, K, V and output projections of one layer, with biases and MLA latent norms."""
+    return attention_weights(model).total + sum(attention_biases(model))
 
 
 def mlp_params(model: ModelSpec, ffn: int) -> int:
     """One MLP of hidden width ``ffn`` (plus biases when the model has them)."""
-    matrices = _mlp_matrices(model)
-    biases = ((matrices - 1) * ffn + model.hidden_size) if model.use_bias else 0
+    matrices = mlp_matrices(model)
+    biases = ((matrices - 1) * ffn + model.hidden_size) if model.has_mlp_bias else 0
     return matrices * model.hidden_size * ffn + biases
 
 
 def norm_params(model: ModelSpec) -> int:
-    """One normalisation layer: weight and bias for LayerNorm, weight only for RMSNorm."""
-    return (2 if model.norm == "layernorm" else 1) * model.hidden_size
+    """One normalisation layer: weight, plus bias for LayerNorm with biases."""
+    return (2 if model.has_norm_bias else 1) * model.hidden_size
 
 
 def count_parameters(model: ModelSpec) -> ParameterCount:
@@ -109,9 +164,9 @@ def count_parameters(model: ModelSpec) -> ParameterCount:
         1.65
     """
     h, layers = model.hidden_size, model.num_layers
-    embedding = model.vocab_size * h + (
-        model.seq_length * h if model.position_embedding == "learned" else 0
-    )
+    embedding = model.vocab_size * h
+    embedding += model.seq_length * h if model.position_embedding == "learned" else 0
+    embedding += norm_params(model) if model.embedding_norm else 0
     lm_head = 0 if model.tied_embeddings else model.vocab_size * h
     num_moe = model.num_moe_layers
     expert = mlp_params(model, model.expert_ffn_size)
@@ -123,8 +178,25 @@ def count_parameters(model: ModelSpec) -> ParameterCount:
         mlp_experts=num_moe * model.num_experts * expert,
         mlp_shared=num_moe * model.num_shared_experts * expert,
         router=num_moe * h * model.num_experts,
-        norms=(2 * layers + 1) * norm_params(model),
+        norms=(model.num_block_norms * layers + 1) * norm_params(model),
         active_experts=num_moe * model.moe_top_k * expert,
+    )
+
+
+def layer_matmul_params_per_token(model: ModelSpec) -> int:
+    """Weight-matrix elements one token multiplies by in the transformer layers (no LM head)."""
+    h, layers = model.hidden_size, model.num_layers
+    matrices = mlp_matrices(model)
+    num_moe = model.num_moe_layers
+    dense_mlp = matrices * h * model.ffn_size
+    moe_mlp = (
+        matrices * h * model.expert_ffn_size * (model.moe_top_k + model.num_shared_experts)
+        + h * model.num_experts
+    )
+    return (
+        layers * attention_weights(model).total
+        + (layers - num_moe) * dense_mlp
+        + (num_moe * moe_mlp)
     )
 
 
@@ -133,28 +205,22 @@ def matmul_params_per_token(model: ModelSpec) -> int:
 
     Biases, norms and the embedding lookup are excluded; the LM head is included (tied or not).
     """
-    h, layers = model.hidden_size, model.num_layers
-    attention = _attention_weights(model)
-    matrices = _mlp_matrices(model)
-    num_moe = model.num_moe_layers
-    dense_mlp = matrices * h * model.ffn_size
-    moe_mlp = (
-        matrices * h * model.expert_ffn_size * (model.moe_top_k + model.num_shared_experts)
-        + h * model.num_experts
-    )
-    return (
-        layers * attention
-        + (layers - num_moe) * dense_mlp
-        + num_moe * moe_mlp
-        + model.vocab_size * h
-    )
+    return layer_matmul_params_per_token(model) + model.vocab_size * model.hidden_size
+
+
+def attention_fwd_flops_per_query(model: ModelSpec, keys: float) -> float:
+    """Forward attention-core FLOPs of one query position in one layer against ``keys`` keys.
+
+    QK^T costs 2·d_qk and AV 2·d_v per (query, key) pair and head.
+    """
+    return 2.0 * keys * model.num_heads * (model.head_size + model.v_head_size)
 
 
 def model_flops_per_sequence(model: ModelSpec) -> float:
     """Model FLOPs (forward + backward, no recomputation) to train on one sequence.
 
     6 FLOPs per matmul parameter per token (2 forward, 4 backward) plus attention scores and
-    values, 12 * s * heads * head_dim per token per layer (forward 4, backward 8).
+    values, 3 · 2·keys·heads·(d_qk + d_v) per token per layer (forward 1/3, backward 2/3).
 
     Examples:
         >>> m = ModelSpec(num_layers=24, hidden_size=2304, num_heads=24, vocab_size=51200,
@@ -165,7 +231,7 @@ def model_flops_per_sequence(model: ModelSpec) -> float:
         True
     """
     s = model.seq_length
-    attention = 12 * s * model.num_heads * model.head_size * model.num_layers
+    attention = 3 * attention_fwd_flops_per_query(model, model.attended_keys) * model.num_layers
     return s * (6 * matmul_params_per_token(model) + attention)
 
 
@@ -178,10 +244,10 @@ def recompute_flops_per_sequence(model: ModelSpec, recompute: str) -> float:
     recomputation actually executes.)
     """
     s = model.seq_length
-    attention_fwd = 4 * s * s * model.num_heads * model.head_size * model.num_layers
+    attention_fwd = s * attention_fwd_flops_per_query(model, model.attended_keys)
+    attention_fwd *= model.num_layers
     if recompute == "selective":
         return attention_fwd
     if recompute == "full":
-        layer_matmuls = matmul_params_per_token(model) - model.vocab_size * model.hidden_size
-        return 2 * s * layer_matmuls + attention_fwd
+        return 2 * s * layer_matmul_params_per_token(model) + attention_fwd
     return 0.0

@@ -11,8 +11,11 @@ by the capacity factor when tokens beyond capacity are dropped.
 from __future__ import annotations
 
 from simtrain.specs.model import ModelSpec
+from simtrain.workload.branches import Branch, Tokens, activation_bytes
+from simtrain.workload.linear import high_precision_linear, linear_layer
 from simtrain.workload.ops import Op
-from simtrain.workload.primitives import ACT_BYTES, collective, linear, memory_op
+from simtrain.workload.primitives import ACT_BYTES, collective, memory_op
+from simtrain.workload.shard import Shard
 
 
 def expert_load_factor(model: ModelSpec) -> float:
@@ -36,36 +39,46 @@ def routed_tokens_per_expert(model: ModelSpec, tokens: int, ep: int) -> int:
     return max(1, round(mean * expert_load_factor(model)))
 
 
-def moe_mlp_ops(
-    model: ModelSpec, tp: int, ep: int, layer: int, tokens: int, wb: int
-) -> tuple[list[Op], list[Op]]:
-    """Forward and backward ops of an MoE layer's MLP for ``tokens`` local tokens."""
+def moe_branch(model: ModelSpec, shard: Shard, layer: int) -> Branch:
+    """An MoE layer's MLP for one microbatch on one rank.
+
+    The router stays in high precision (an FP32 GEMM, BF16-class kernel under FP8 training);
+    routed and shared experts are linear layers at the training precision (FP8 under an FP8
+    recipe, with their casts). Expert activations follow the model's activation.
+    """
+    t, ep = shard.tp, shard.ep
+    tokens = Tokens.of(model, shard).full
     h = model.hidden_size
-    gated = model.activation == "swiglu"
-    ffn = model.expert_ffn_size // tp
+    fc1_width = 2 if model.is_gated else 1
+    ffn = model.expert_ffn_size // t
     local_experts = model.num_experts // ep
     per_expert = routed_tokens_per_expert(model, tokens, ep)
-    router = linear("router", tokens, h, model.num_experts, 4, layer)
+    router = high_precision_linear("router", tokens, h, model.num_experts, shard, layer, 4)
     # Dispatch moves each routed token's hidden state once (top-k copies of every token).
     a2a_bytes = per_expert * local_experts * h * ACT_BYTES
-    fc1 = linear(
-        "expert_fc1", per_expert, h, (2 if gated else 1) * ffn, wb, layer, batch=local_experts
-    )
-    fc2 = linear("expert_fc2", per_expert, ffn, h, wb, layer, batch=local_experts)
-    act_bytes = per_expert * local_experts * ffn * ACT_BYTES * (3 if gated else 2)
+    fc1 = linear_layer("expert_fc1", per_expert, h, fc1_width * ffn, shard, layer, local_experts)
+    fc2 = linear_layer("expert_fc2", per_expert, ffn, h, shard, layer, local_experts)
+    act_bytes = activation_bytes(model, per_expert * local_experts, ffn)
     topk_bytes = tokens * model.num_experts * 4 * 2
-    fwd: list[Op] = [router[0], memory_op("router_topk", "elementwise", "fwd", topk_bytes, layer)]
+    fwd: list[Op] = [
+        *router.forward,
+        memory_op("router_topk", "elementwise", "fwd", topk_bytes, layer),
+    ]
     bwd: list[Op] = []
     if ep > 1:
         fwd.append(collective("moe_dispatch", "all_to_all", "ep", "fwd", a2a_bytes, layer))
         bwd.append(collective("moe_combine_bwd", "all_to_all", "ep", "bwd_input", a2a_bytes, layer))
-    fwd += [fc1[0], memory_op("expert_activation", "elementwise", "fwd", act_bytes, layer), fc2[0]]
+    fwd += [
+        *fc1.forward,
+        memory_op("expert_activation", "elementwise", "fwd", act_bytes, layer),
+        *fc2.forward,
+    ]
     bwd += [
-        fc2[1],
-        fc2[2],
+        *fc2.dgrad,
+        fc2.wgrad,
         memory_op("expert_activation_bwd", "elementwise", "bwd_input", 2 * act_bytes, layer),
-        fc1[1],
-        fc1[2],
+        *fc1.dgrad,
+        fc1.wgrad,
     ]
     if ep > 1:
         fwd.append(collective("moe_combine", "all_to_all", "ep", "fwd", a2a_bytes, layer))
@@ -73,10 +86,21 @@ def moe_mlp_ops(
             collective("moe_dispatch_bwd", "all_to_all", "ep", "bwd_input", a2a_bytes, layer)
         )
     if model.num_shared_experts:
-        sffn = model.expert_ffn_size * model.num_shared_experts // tp
-        s1 = linear("shared_fc1", tokens, h, (2 if gated else 1) * sffn, wb, layer)
-        s2 = linear("shared_fc2", tokens, sffn, h, wb, layer)
-        fwd += [s1[0], s2[0]]
-        bwd += [s2[1], s2[2], s1[1], s1[2]]
-    bwd += [router[1], router[2]]
-    return fwd, bwd
+        sffn = model.expert_ffn_size * model.num_shared_experts // t
+        s1 = linear_layer("shared_fc1", tokens, h, fc1_width * sffn, shard, layer)
+        s2 = linear_layer("shared_fc2", tokens, sffn, h, shard, layer)
+        shared_act = activation_bytes(model, tokens, sffn)
+        fwd += [
+            *s1.forward,
+            memory_op("shared_activation", "elementwise", "fwd", shared_act, layer),
+            *s2.forward,
+        ]
+        bwd += [
+            *s2.dgrad,
+            s2.wgrad,
+            memory_op("shared_activation_bwd", "elementwise", "bwd_input", 2 * shared_act, layer),
+            *s1.dgrad,
+            s1.wgrad,
+        ]
+    bwd += [*router.dgrad, router.wgrad]
+    return Branch(tuple(fwd), tuple(bwd), ())

@@ -47,6 +47,12 @@ class Op:
             it is in flight; the next compute op waits for it.
         layer: 0-based transformer layer; -1 for the embedding and the optimizer,
             ``num_layers`` for the final norm, LM head and loss.
+        dtype: precision the kernel runs at (``bf16``, ``fp8``, ``mxfp8``...); "" for the
+            training dtype. Under FP8 training the linear-layer GEMMs carry the 8-bit format
+            and attention, LM head and router carry ``bf16``.
+        window: for attention, the most keys one query attends to (sliding-window attention;
+            0 = every key up to ``n``). ``flops`` count ``m * min(n, window)`` pairs; a causal
+            kernel executes about ``m*w - w*w/2`` of them (w = min(n, window)).
     """
 
     name: str
@@ -64,6 +70,8 @@ class Op:
     causal: bool = False
     overlap_ops: int = 0
     layer: int = -1
+    dtype: str = ""
+    window: int = 0
 
     @property
     def is_comm(self) -> bool:

@@ -4,14 +4,26 @@ from __future__ import annotations
 
 from simtrain.workload.ops import Op
 
-DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
+DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "mxfp8": 1}
+FP8_DTYPES = frozenset({"fp8", "mxfp8"})
 ACT_BYTES = 2  # activations and their gradients are kept in 16 bits (also under fp8 GEMMs)
 
 
 def gemm(
-    name: str, phase: str, m: int, n: int, k: int, dtype_bytes: int, layer: int, batch: int = 1
+    name: str,
+    phase: str,
+    m: int,
+    n: int,
+    k: int,
+    dtype_bytes: int,
+    layer: int,
+    batch: int = 1,
+    dtype: str = "",
 ) -> Op:
-    """A GEMM with FLOPs 2*M*N*K*batch and bytes for reading A, B and writing C."""
+    """A GEMM with FLOPs 2*M*N*K*batch and bytes for reading A, B and writing C.
+
+    ``dtype`` is the precision the kernel runs at ("" = the training dtype).
+    """
     return Op(
         name=name,
         kind="gemm",
@@ -23,11 +35,19 @@ def gemm(
         k=k,
         batch=batch,
         layer=layer,
+        dtype=dtype,
     )
 
 
 def linear(
-    name: str, tokens: int, n_in: int, n_out: int, dtype_bytes: int, layer: int, batch: int = 1
+    name: str,
+    tokens: int,
+    n_in: int,
+    n_out: int,
+    dtype_bytes: int,
+    layer: int,
+    batch: int = 1,
+    dtype: str = "",
 ) -> tuple[Op, Op, Op]:
     """Forward, input-gradient and weight-gradient GEMMs of a linear layer y = x @ W.
 
@@ -35,9 +55,9 @@ def linear(
     (n_in x n_out = X^T @ dY) each cost as much as the forward.
     """
     return (
-        gemm(name, "fwd", tokens, n_out, n_in, dtype_bytes, layer, batch),
-        gemm(f"{name}_dgrad", "bwd_input", tokens, n_in, n_out, dtype_bytes, layer, batch),
-        gemm(f"{name}_wgrad", "bwd_weight", n_in, n_out, tokens, dtype_bytes, layer, batch),
+        gemm(name, "fwd", tokens, n_out, n_in, dtype_bytes, layer, batch, dtype),
+        gemm(f"{name}_dgrad", "bwd_input", tokens, n_in, n_out, dtype_bytes, layer, batch, dtype),
+        gemm(f"{name}_wgrad", "bwd_weight", n_in, n_out, tokens, dtype_bytes, layer, batch, dtype),
     )
 
 

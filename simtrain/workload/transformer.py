@@ -2,14 +2,23 @@
 
 For one microbatch on one rank this module lists, in execution order, the forward ops of a
 layer, its backward ops (input gradient and weight gradient split, as zero-bubble schedules
-need), and the ops of the embedding, the LM head with its loss, and the optimizer step.
+need), and the ops of the embedding and the LM head with its loss. A layer is two branches
+(:mod:`simtrain.workload.branches`: attention and MLP, or experts from
+:mod:`simtrain.workload.moe`) put together as a block:
+
+- ``serial``: norm, attention, residual add, norm, MLP, residual add;
+- ``parallel`` (GPT-J, GPT-NeoX, PaLM, Falcon): attention and MLP both read the normalised
+  block input (one shared norm, or one norm per branch on the same input), and one residual
+  add sums both outputs into the block input.
+
 Tensor-parallel collectives appear inline as ops of kind ``collective`` on axis ``tp``:
 
-- without sequence parallelism, an all-reduce of the activations after the attention output
-  projection and after the second MLP GEMM (forward), and of the input gradients of the QKV
-  and first MLP GEMMs (backward, overlapped with the weight-gradient GEMM that follows);
+- without sequence parallelism, an all-reduce of the row-parallel outputs (forward), and of
+  the input gradients of the column-parallel input projections (backward, overlapped with the
+  weight-gradient GEMMs that follow) — two of each per serial layer, one of each per parallel
+  layer (its branches' partial sums are added before one reduction);
 - with sequence parallelism, those become reduce-scatters, and an all-gather precedes the
-  QKV and first MLP GEMMs (forward); backward swaps the two.
+  input projections (forward); backward swaps the two.
 
 Context-parallel attention (:mod:`simtrain.workload.attention`) and mixture-of-experts MLPs
 (:mod:`simtrain.workload.moe`) add their collectives on axes ``cp`` and ``ep``. Elementwise
@@ -21,35 +30,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simtrain.specs.model import ModelSpec
-from simtrain.workload.attention import context_parallel_attention
-from simtrain.workload.moe import moe_mlp_ops
+from simtrain.workload.branches import Branch, Tokens, attention_branch, mla_branch, mlp_branch
+from simtrain.workload.linear import high_precision_linear
+from simtrain.workload.moe import moe_branch
 from simtrain.workload.ops import Op
-from simtrain.workload.primitives import ACT_BYTES, DTYPE_BYTES, collective, linear, memory_op
+from simtrain.workload.primitives import ACT_BYTES, collective, memory_op
+from simtrain.workload.shard import Shard
 
-
-@dataclass(frozen=True)
-class Shard:
-    """How one rank's share of a layer is cut.
-
-    Attributes:
-        micro_batch_size: sequences in the microbatch (b).
-        tp: tensor-parallel degree.
-        sp: sequence parallelism within the tensor-parallel group.
-        cp: context-parallel degree (the rank holds seq_length / cp tokens of each sequence).
-        ep: expert-parallel degree.
-        dtype: GEMM input dtype (sets weight bytes read by GEMMs).
-        attention: attention kernel, ``flash`` or ``unfused`` (see ``workload.attention``).
-        cp_algorithm: context-parallel attention, ``ring``, ``all_gather`` or ``ulysses``.
-    """
-
-    micro_batch_size: int
-    tp: int = 1
-    sp: bool = False
-    cp: int = 1
-    ep: int = 1
-    dtype: str = "bf16"
-    attention: str = "flash"
-    cp_algorithm: str = "ring"
+__all__ = ["ACT_BYTES", "LayerOps", "Shard", "embedding_ops", "head_ops", "layer_ops"]
 
 
 def tp_comm(
@@ -74,192 +62,226 @@ class LayerOps:
     attention_core: tuple[Op, ...]
 
 
-def _tp_region(
-    shard: Shard, tag: str, act_bytes: float, layer: int
-) -> tuple[Op | None, Op | None, Op | None, Op | None]:
+@dataclass(frozen=True)
+class _TpRegion:
     """TP collectives around a column- then row-parallel pair of linear layers.
 
-    Returns (forward entry, forward exit, backward exit-gradient, backward entry-gradient).
-    The entry gradient overlaps the weight-gradient GEMM issued right after it.
+    ``entry``/``entry_grad`` exist only for branches that gather their input
+    (:attr:`Branch.gathers_input`); ``entry_grad`` overlaps the ``overlap`` weight-gradient
+    GEMMs issued right after it.
     """
+
+    entry: list[Op]
+    exit: list[Op]
+    exit_grad: list[Op]
+    entry_grad: list[Op]
+
+
+def _tp_region(
+    shard: Shard, tag: str, act_bytes: float, layer: int, gathers: bool = True, overlap: int = 1
+) -> _TpRegion:
     if shard.tp == 1:
-        return None, None, None, None
+        return _TpRegion([], [], [], [])
     if shard.sp:
-        return (
-            tp_comm(f"{tag}_all_gather", "all_gather", "fwd", act_bytes, layer),
-            tp_comm(f"{tag}_reduce_scatter", "reduce_scatter", "fwd", act_bytes, layer),
-            tp_comm(f"{tag}_grad_all_gather", "all_gather", "bwd_input", act_bytes, layer),
-            tp_comm(
-                f"{tag}_grad_reduce_scatter",
-                "reduce_scatter",
-                "bwd_input",
-                act_bytes,
-                layer,
-                overlap_ops=1,
-            ),
+        return _TpRegion(
+            [tp_comm(f"{tag}_all_gather", "all_gather", "fwd", act_bytes, layer)]
+            if gathers
+            else [],
+            [tp_comm(f"{tag}_reduce_scatter", "reduce_scatter", "fwd", act_bytes, layer)],
+            [tp_comm(f"{tag}_grad_all_gather", "all_gather", "bwd_input", act_bytes, layer)],
+            [
+                tp_comm(
+                    f"{tag}_grad_reduce_scatter",
+                    "reduce_scatter",
+                    "bwd_input",
+                    act_bytes,
+                    layer,
+                    overlap_ops=overlap,
+                )
+            ]
+            if gathers
+            else [],
         )
-    return (
-        None,
-        tp_comm(f"{tag}_all_reduce", "all_reduce", "fwd", act_bytes, layer),
-        None,
-        tp_comm(
-            f"{tag}_grad_all_reduce", "all_reduce", "bwd_input", act_bytes, layer, overlap_ops=1
-        ),
+    return _TpRegion(
+        [],
+        [tp_comm(f"{tag}_all_reduce", "all_reduce", "fwd", act_bytes, layer)],
+        [],
+        [tp_comm(f"{tag}_grad_all_reduce", "all_reduce", "bwd_input", act_bytes, layer, overlap)]
+        if gathers
+        else [],
     )
-
-
-def _present(*ops: Op | None) -> list[Op]:
-    return [op for op in ops if op is not None]
 
 
 def layer_ops(model: ModelSpec, shard: Shard, layer: int) -> LayerOps:
     """Forward and backward ops of 0-based ``layer`` for one microbatch on one rank."""
-    t, b = shard.tp, shard.micro_batch_size
-    s = model.seq_length // shard.cp
-    tokens = b * s
-    sp_tokens = tokens // t if shard.sp else tokens  # tokens held outside the TP region
-    h, d = model.hidden_size, model.head_size
-    heads, kv = model.num_heads // t, max(1, model.kv_heads // t)
-    wb = DTYPE_BYTES[shard.dtype]
-    act = tokens * h * ACT_BYTES  # one full activation tensor [b, s, h]
-    norm_bytes = 2 * sp_tokens * h * ACT_BYTES
-    # (bias +) dropout + residual add: read two tensors, write one (and a 1-byte mask).
-    bda_bytes = sp_tokens * h * (3 * ACT_BYTES + (1 if model.dropout else 0))
-
-    # --- attention block ---
-    a_in, a_out, a_out_grad, a_in_grad = _tp_region(shard, "attn", act, layer)
-    qkv_f, qkv_d, qkv_w = linear("qkv", tokens, h, (heads + 2 * kv) * d, wb, layer)
-    out_f, out_d, out_w = linear("attn_out", tokens, heads * d, h, wb, layer)
-    core_f, core_b = context_parallel_attention(
-        shard.attention, shard.cp_algorithm, shard.cp, b, heads, kv, s, d, layer, model.dropout
-    )
-    rope: list[Op] = []
-    if model.position_embedding == "rope":
-        rope_bytes = 2 * tokens * (heads + kv) * d * ACT_BYTES
-        rope = [memory_op("rope", "elementwise", "fwd", rope_bytes, layer)]
-    core = (*rope, *core_f)
-
-    # --- MLP block (dense or experts) ---
-    m_in, m_out, m_out_grad, m_in_grad = _tp_region(shard, "mlp", act, layer)
-    if model.is_moe_layer(layer):
-        mlp_f, mlp_b = moe_mlp_ops(model, t, shard.ep, layer, tokens, wb)
-        mlp_b = [*mlp_b, *_present(m_in_grad)]  # no weight-gradient GEMM left to overlap
-    else:
-        mlp_f, mlp_b = _dense_mlp_ops(model, t, layer, tokens, wb, m_in_grad)
-
-    forward = [
-        memory_op("norm1", "norm", "fwd", norm_bytes, layer),
-        *_present(a_in),
-        qkv_f,
-        *core,
-        out_f,
-        *_present(a_out),
-        memory_op("bias_dropout_add1", "elementwise", "fwd", bda_bytes, layer),
-        memory_op("norm2", "norm", "fwd", norm_bytes, layer),
-        *_present(m_in),
-        *mlp_f,
-        *_present(m_out),
-        memory_op("bias_dropout_add2", "elementwise", "fwd", bda_bytes, layer),
-    ]
-    backward = [
-        memory_op("bias_dropout_add2_bwd", "elementwise", "bwd_input", bda_bytes, layer),
-        *_present(m_out_grad),
-        *mlp_b,
-        memory_op("norm2_bwd", "norm", "bwd_input", 2 * norm_bytes, layer),
-        memory_op("bias_dropout_add1_bwd", "elementwise", "bwd_input", bda_bytes, layer),
-        *_present(a_out_grad),
-        out_d,
-        out_w,
-        *core_b,
-        *[
-            memory_op("rope_bwd", "elementwise", "bwd_input", op.bytes_accessed, layer)
-            for op in rope
-        ],
-        qkv_d,
-        *_present(a_in_grad),
-        qkv_w,
-        memory_op("norm1_bwd", "norm", "bwd_input", 2 * norm_bytes, layer),
-    ]
-    return LayerOps(tuple(forward), tuple(backward), tuple(core))
+    attention = (mla_branch if model.mla is not None else attention_branch)(model, shard, layer)
+    mlp = (moe_branch if model.is_moe_layer(layer) else mlp_branch)(model, shard, layer)
+    block = _parallel_block if model.block == "parallel" else _serial_block
+    forward, backward = block(model, shard, layer, attention, mlp)
+    return LayerOps(tuple(forward), tuple(backward), attention.core)
 
 
-def _dense_mlp_ops(
-    model: ModelSpec, tp: int, layer: int, tokens: int, wb: int, input_grad_comm: Op | None
+def _norm(name: str, phase: str, size: float, layer: int) -> Op:
+    return memory_op(name, "norm", phase, size, layer)
+
+
+def _residual(name: str, phase: str, size: float, layer: int) -> Op:
+    return memory_op(name, "elementwise", phase, size, layer)
+
+
+def _serial_block(
+    model: ModelSpec, shard: Shard, layer: int, attn: Branch, mlp: Branch
 ) -> tuple[list[Op], list[Op]]:
-    """Forward and backward ops of a dense MLP (GELU: 2 GEMMs; SwiGLU: gate+up fused, down)."""
+    tok = Tokens.of(model, shard)
     h = model.hidden_size
-    gated = model.activation == "swiglu"
-    ffn = model.ffn_size // tp
-    fc1 = linear("mlp_fc1", tokens, h, (2 if gated else 1) * ffn, wb, layer)
-    fc2 = linear("mlp_fc2", tokens, ffn, h, wb, layer)
-    act_bytes = tokens * ffn * ACT_BYTES * (3 if gated else 2)
-    forward = [fc1[0], memory_op("activation", "elementwise", "fwd", act_bytes, layer), fc2[0]]
+    act = tok.full * h * ACT_BYTES  # one full activation tensor [b, s, h]
+    norm_bytes = 2 * tok.local * h * ACT_BYTES
+    # (bias +) dropout + residual add: read two tensors, write one (and a 1-byte mask).
+    bda_bytes = tok.local * h * (3 * ACT_BYTES + (1 if model.dropout else 0))
+    a = _tp_region(shard, "attn", act, layer, attn.gathers_input, len(attn.weight_tail))
+    m = _tp_region(shard, "mlp", act, layer, mlp.gathers_input, len(mlp.weight_tail))
+    forward = [
+        _norm("norm1", "fwd", norm_bytes, layer),
+        *a.entry,
+        *attn.forward,
+        *a.exit,
+        _residual("bias_dropout_add1", "fwd", bda_bytes, layer),
+        _norm("norm2", "fwd", norm_bytes, layer),
+        *m.entry,
+        *mlp.forward,
+        *m.exit,
+        _residual("bias_dropout_add2", "fwd", bda_bytes, layer),
+    ]
     backward = [
-        fc2[1],
-        fc2[2],
-        memory_op("activation_bwd", "elementwise", "bwd_input", 2 * act_bytes, layer),
-        fc1[1],
-        *_present(input_grad_comm),
-        fc1[2],
+        _residual("bias_dropout_add2_bwd", "bwd_input", bda_bytes, layer),
+        *m.exit_grad,
+        *mlp.backward,
+        *m.entry_grad,
+        *mlp.weight_tail,
+        _norm("norm2_bwd", "bwd_input", 2 * norm_bytes, layer),
+        _residual("bias_dropout_add1_bwd", "bwd_input", bda_bytes, layer),
+        *a.exit_grad,
+        *attn.backward,
+        *a.entry_grad,
+        *attn.weight_tail,
+        _norm("norm1_bwd", "bwd_input", 2 * norm_bytes, layer),
+    ]
+    return forward, backward
+
+
+def _parallel_block(
+    model: ModelSpec, shard: Shard, layer: int, attn: Branch, mlp: Branch
+) -> tuple[list[Op], list[Op]]:
+    """Attention and MLP on the same normalised input; one TP reduction of their sum.
+
+    With one shared norm both branches read one (gathered) tensor and their input gradients
+    add up before one reduction; with a norm per branch each branch gathers and reduces its
+    own input.
+    """
+    tok = Tokens.of(model, shard)
+    h = model.hidden_size
+    act = tok.full * h * ACT_BYTES
+    norm_bytes = 2 * tok.local * h * ACT_BYTES
+    # x + attention + MLP: read three tensors, write one (and two 1-byte dropout masks).
+    bda_bytes = tok.local * h * (4 * ACT_BYTES + (2 if model.dropout else 0))
+    tails = len(attn.weight_tail) + len(mlp.weight_tail)
+    block = _tp_region(shard, "block", act, layer, overlap=tails)
+    norms = [_norm("norm1", "fwd", norm_bytes, layer)]
+    norms_bwd = [_norm("norm1_bwd", "bwd_input", 2 * norm_bytes, layer)]
+    if model.num_block_norms == 2:
+        a = _tp_region(shard, "attn", act, layer, overlap=len(attn.weight_tail))
+        m = _tp_region(shard, "mlp", act, layer, overlap=len(mlp.weight_tail))
+        norms.append(_norm("norm2", "fwd", norm_bytes, layer))
+        norms_bwd.insert(0, _norm("norm2_bwd", "bwd_input", 2 * norm_bytes, layer))
+        entry, grads = (
+            [*a.entry, *m.entry],
+            [
+                *mlp.backward,
+                *m.entry_grad,
+                *mlp.weight_tail,
+                *attn.backward,
+                *a.entry_grad,
+                *attn.weight_tail,
+            ],
+        )
+    else:
+        entry, grads = (
+            block.entry,
+            [
+                *mlp.backward,
+                *attn.backward,
+                *block.entry_grad,
+                *attn.weight_tail,
+                *mlp.weight_tail,
+            ],
+        )
+    forward = [
+        *norms,
+        *entry,
+        *attn.forward,
+        *mlp.forward,
+        *block.exit,
+        _residual("bias_dropout_add", "fwd", bda_bytes, layer),
+    ]
+    backward = [
+        _residual("bias_dropout_add_bwd", "bwd_input", bda_bytes, layer),
+        *block.exit_grad,
+        *grads,
+        *norms_bwd,
     ]
     return forward, backward
 
 
 def embedding_ops(model: ModelSpec, shard: Shard) -> tuple[tuple[Op, ...], tuple[Op, ...]]:
-    """Forward and backward ops of the (vocabulary-parallel) input embedding."""
-    tokens = shard.micro_batch_size * model.seq_length // shard.cp
-    act = tokens * model.hidden_size * ACT_BYTES
-    fwd: list[Op] = [memory_op("embedding", "embedding", "fwd", 2 * act, -1)]
+    """Forward and backward ops of the (vocabulary-parallel) input embedding.
+
+    The lookup reads a table row per token (two with a learned position table) and writes
+    the activation; BLOOM's embedding norm follows the TP reduction.
+    """
+    tok = Tokens.of(model, shard)
+    act = tok.full * model.hidden_size * ACT_BYTES
+    rows = 2 if model.position_embedding == "learned" else 1
+    fwd: list[Op] = [memory_op("embedding", "embedding", "fwd", (rows + 1) * act, -1)]
+    bwd: list[Op] = []
     if shard.tp > 1:
         comm = "reduce_scatter" if shard.sp else "all_reduce"
         fwd.append(tp_comm(f"embedding_{comm}", comm, "fwd", act, -1))
-    bwd = (memory_op("embedding_bwd", "embedding", "bwd_weight", 3 * act, -1),)
-    return tuple(fwd), bwd
+    if model.embedding_norm:
+        norm_bytes = 2 * tok.local * model.hidden_size * ACT_BYTES
+        fwd.append(_norm("embedding_norm", "fwd", norm_bytes, -1))
+        bwd.append(_norm("embedding_norm_bwd", "bwd_input", 2 * norm_bytes, -1))
+    bwd.append(memory_op("embedding_bwd", "embedding", "bwd_weight", (rows + 2) * act, -1))
+    return tuple(fwd), tuple(bwd)
 
 
 def head_ops(model: ModelSpec, shard: Shard) -> tuple[Op, ...]:
-    """Final norm, LM head (vocabulary-parallel) and cross-entropy, forward then backward."""
+    """Final norm, LM head (vocabulary-parallel) and cross-entropy, forward then backward.
+
+    The LM head stays in BF16 under FP8 training (TransformerEngine recipes keep the output
+    layer in high precision).
+    """
     t = shard.tp
-    tokens = shard.micro_batch_size * model.seq_length // shard.cp
-    sp_tokens = tokens // t if shard.sp else tokens
+    tok = Tokens.of(model, shard)
     h, vocab = model.hidden_size, model.vocab_size // t
-    wb = DTYPE_BYTES[shard.dtype]
     layer = model.num_layers  # the head comes after the last transformer layer
-    act = tokens * h * ACT_BYTES
-    ops: list[Op] = [memory_op("final_norm", "norm", "fwd", 2 * sp_tokens * h * ACT_BYTES, layer)]
+    act = tok.full * h * ACT_BYTES
+    head = high_precision_linear("lm_head", tok.full, h, vocab, shard, layer, ACT_BYTES)
+    ops: list[Op] = [_norm("final_norm", "fwd", 2 * tok.local * h * ACT_BYTES, layer)]
     if t > 1 and shard.sp:
         ops.append(tp_comm("head_all_gather", "all_gather", "fwd", act, layer))
-    head_f, head_d, head_w = linear("lm_head", tokens, h, vocab, wb, layer)
     # fp32 logits: written by the GEMM epilogue, read twice and written once by the loss.
-    loss_bytes = tokens * vocab * 4 * 3
+    loss_bytes = tok.full * vocab * 4 * 3
     ops += [
-        head_f,
+        *head.forward,
         memory_op("cross_entropy", "loss", "fwd", loss_bytes, layer),
         memory_op("cross_entropy_bwd", "loss", "bwd_input", loss_bytes, layer),
-        head_d,
+        *head.dgrad,
     ]
     if t > 1:
         comm = "reduce_scatter" if shard.sp else "all_reduce"
         ops.append(tp_comm(f"head_grad_{comm}", comm, "bwd_input", act, layer, overlap_ops=1))
     ops += [
-        head_w,
-        memory_op("final_norm_bwd", "norm", "bwd_input", 4 * sp_tokens * h * ACT_BYTES, layer),
+        head.wgrad,
+        _norm("final_norm_bwd", "bwd_input", 4 * tok.local * h * ACT_BYTES, layer),
     ]
     return tuple(ops)
-
-
-def optimizer_op(num_params_local: float, optimizer: str) -> Op:
-    """The optimizer update of ``num_params_local`` parameters on one rank (memory-bound).
-
-    Mixed-precision Adam reads the fp32 gradient, master weight, momentum and variance
-    (16 bytes), writes master weight, momentum and variance (12) and the 16-bit weight (2).
-    """
-    per_param = 30 if optimizer == "adam" else 14
-    return memory_op(
-        "optimizer_step",
-        "optimizer",
-        "optimizer",
-        num_params_local * per_param,
-        -1,
-        flops=10.0 * num_params_local,
-    )

@@ -50,3 +50,23 @@ def test_measured_effective_bandwidths():
     assert get_link("nvlink4").effective_bandwidth_bytes_per_s == pytest.approx(370e9)
     assert get_link("ib-hdr").effective_bandwidth_bytes_per_s == pytest.approx(24e9)
     assert 46e9 <= get_link("ib-ndr").effective_bandwidth_bytes_per_s <= 49e9
+
+
+def test_hpc_and_tpu_links():
+    # networks.md §1: Slingshot-11 200 Gb/s, 23.82 GB/s per NIC measured (osu_bw on LUMI-G).
+    assert get_link("slingshot-11").effective_bandwidth_bytes_per_s == pytest.approx(23.82e9)
+    assert get_link("omni-path-100g").bandwidth_bytes_per_s == pytest.approx(12.5e9)
+    # tpu.md §3: v5e hosts have 2 x 100 Gb/s of DCN; tpu.md §2: v5e ICI is 4 links of 50 GB/s.
+    assert get_link("dcn-v5e").effective_bandwidth_bytes_per_s == pytest.approx(25e9)
+    v5e = get_link("ici-v5e")
+    assert (v5e.ports, v5e.effective_bandwidth_bytes_per_s / v5e.ports) == (4, 50e9)
+    v4 = get_link("ici-v4")
+    assert v4.effective_bandwidth_bytes_per_s / v4.ports == pytest.approx(44.8e9, rel=0.01)
+    v5p = get_link("ici-v5p")
+    assert v5p.effective_bandwidth_bytes_per_s / v5p.ports == pytest.approx(90e9)
+
+
+def test_tpus_leave_their_slice_over_dcn():
+    for name, dcn in (("TPUv4", "dcn-v4"), ("TPUv5e", "dcn-v5e"), ("TPUv5p", "dcn-v5p")):
+        assert get_accelerator(name).scale_out_link == dcn
+    assert get_accelerator("TPUv5e").peak_flops["bf16"] == pytest.approx(197e12)

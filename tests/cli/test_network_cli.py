@@ -100,7 +100,7 @@ def test_unknown_preset_lists_the_presets(capsys):
 def test_unknown_topology_kind(capsys, tmp_path):
     cfg = tmp_path / "bad.yaml"
     cfg.write_text(
-        "cluster:\n  accelerator: H100-SXM\n  num_gpus: 8\n  topology: {kind: dragonfly}\n"
+        "cluster:\n  accelerator: H100-SXM\n  num_gpus: 8\n  topology: {kind: hypercube}\n"
     )
     code, _, err = run(capsys, "topology", str(cfg))
     assert_one_line_error(code, err, "'topology.kind'")

@@ -26,7 +26,7 @@ def test_default_topology_spec_is_full_bisection_fat_tree():
 
 def test_unknown_topology_kind_is_a_validation_error():
     with pytest.raises(ValidationError, match="kind"):
-        cluster(topology={"kind": "dragonfly"})
+        cluster(topology={"kind": "hypercube"})
 
 
 def test_typo_in_topology_field_is_rejected():
@@ -42,12 +42,12 @@ def test_nvswitch_node_counts_and_nvls_capability():
     assert h100.nvls_switch is not None and a100.nvls_switch is None
 
 
-def test_mi250x_node_is_a_full_mesh_of_gcds():
-    topo = build_topology(cluster("MI250X", num_gpus=8))
+def test_mi300x_node_is_a_full_mesh():
+    topo = build_topology(cluster("MI300X", num_gpus=8))
     assert topo.node_fabric == "p2p_mesh"
     assert topo.num_links == 8 * 7
-    # each pair link carries 1/7 of the GCD's fabric bandwidth
-    assert np.allclose(topo.link_bandwidth_bytes_per_s * 7, 280e9)
+    # each pair link carries 1/7 of the GPU's fabric bandwidth (448 GB/s x 0.7)
+    assert np.allclose(topo.link_bandwidth_bytes_per_s * 7, 448e9 * 0.7)
 
 
 def test_three_tier_when_leaves_do_not_fit_one_pod():

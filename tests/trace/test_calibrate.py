@@ -76,7 +76,13 @@ def test_calibration_file_drives_an_experiment(tmp_path, capsys):
     directory = profiled_trace(tmp_path, truth_calibration())
     out = tmp_path / "calib.yaml"
     code, stdout, err = cli(
-        capsys, "calibrate", str(directory), "--accelerator", "H100-SXM", "--out", str(out),
+        capsys,
+        "calibrate",
+        str(directory),
+        "--accelerator",
+        "H100-SXM",
+        "--out",
+        str(out),
         "--json",
     )
     assert code == 0, err

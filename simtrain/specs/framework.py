@@ -1,0 +1,196 @@
+"""FrameworkProfile: what a software stack does with the hardware (one data file per stack).
+
+A profile is the *software* third of simtrain's knowledge (DESIGN.md "three kinds of
+knowledge"): which kernels the stack runs, how it cuts and overlaps its communication, which
+ZeRO stages and pipeline schedules it has, and what it keeps in memory. Hardware (catalog)
+and calibration (how close to peak the kernels get) stay elsewhere. Profiles live as data
+files in ``simtrain/catalog/frameworks/``; every field carries a source there, and fields fitted
+on measured runs say so (``provenance: fitted``).
+
+The switches an experiment can also set (``training.attention_kernel``,
+``training.grad_reduce_dtype``, ``training.execution_mode``, ``parallel.overlap_grad_reduce``,
+``parallel.grad_bucket_size_bytes``) take their default from the profile named by
+``training.framework``; everything else here is read from the profile by the layers that model
+it (program assembly, memory).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from simtrain.specs.base import Spec
+from simtrain.specs.calibration import AttentionKernel, ExecutionMode
+
+DEFAULT_FRAMEWORK = "megatron-core"
+"""Profile of experiments that name none: the behaviour simtrain had before profiles."""
+
+GradReduceDtype = Literal["fp32", "bf16", "fp16"]
+GatherGranularity = Literal["per_tensor", "per_unit", "per_bucket"]
+Provenance = Literal["documented", "fitted", "assumed"]
+
+
+class FieldSource(Spec):
+    """Where one profile value comes from."""
+
+    provenance: Provenance
+    """documented (the stack's docs, code defaults or papers), fitted (on measured runs, with
+    a declared hold-out) or assumed (no source; a labelled guess)."""
+    source: str = Field(min_length=1)
+    """Citation: ``docs/references/frameworks.md §<section>``, or the fit command and split."""
+
+
+class Overlaps(Spec):
+    """Which communication the stack hides behind compute (declared per stack).
+
+    simtrain models the data-parallel and ZeRO-3 overlaps today; the tensor-, expert- and
+    pipeline-parallel overlap mechanisms (issue 20) read their switches from here.
+    """
+
+    dp_grad_reduce: bool
+    """Data-parallel gradient reduction issued in buckets during the backward pass."""
+    dp_param_gather: bool
+    """ZeRO-1/2 parameter all-gather after the optimizer overlapped with the next forward."""
+    tp_comm: Literal["none", "wgrad", "gemm"]
+    """Tensor-parallel communication: none (exposed), wgrad (the input-gradient all-reduce runs
+    during the weight-gradient GEMM, Megatron's async TP) or gemm (chunked all-gather /
+    reduce-scatter pipelined with the GEMMs, userbuffers / async TP)."""
+    ep_dispatch: bool
+    """Expert all-to-all dispatch/combine hidden behind another microbatch's compute."""
+    pp_p2p: bool
+    """Pipeline send/receive on their own stream, overlapped with compute."""
+
+
+class ShardingBehaviour(Spec):
+    """How the stack runs sharded data parallelism (ZeRO-2/3, FSDP)."""
+
+    gather_granularity: GatherGranularity
+    """Unit of the parameter all-gathers: per_tensor (one per weight tensor, DeepSpeed's
+    per-module fetch), per_unit (one per wrapped block = transformer layer, FSDP's flat
+    parameter or FSDP2's grouped all-gather) or per_bucket (tensors coalesced up to
+    ``gather_bucket_bytes``)."""
+    gather_bucket_bytes: float = Field(gt=0)
+    """Bytes one coalesced gather holds under per_bucket."""
+    prefetch_bytes: float = Field(ge=0)
+    """Gathered bytes the stack may have in flight ahead of the op that needs them (FSDP: one
+    unit; DeepSpeed: ``stage3_prefetch_bucket_size``); 0 = no prefetch."""
+    prefetch_units: int = Field(ge=0, le=8)
+    """At most this many gathers in flight ahead of use (FSDP's rate limiter: 1 ahead)."""
+    regather_for_recompute: bool
+    """Under activation recomputation the parameters are gathered again for the recomputed
+    forward (True) or the backward's gather serves both (False)."""
+    reduce_scatter_granularity: Literal["per_unit", "per_bucket"]
+    """ZeRO-3 gradient reduce-scatters: one per unit as its backward ends, or bucketed by
+    ``parallel.grad_bucket_size_bytes``."""
+    reduce_every_microbatch: bool
+    """ZeRO-2/3 gradients are reduce-scattered after every microbatch's backward (FSDP without
+    ``no_sync``, DeepSpeed's micro-step reduction) rather than once after the last."""
+    zero2_param_gather: Literal["after_optimizer", "forward"]
+    """Under ZeRO-2 the updated parameters are all-gathered after the optimizer step
+    (DeepSpeed, Megatron's distributed optimizer) or unit by unit in the next step's first
+    forward (FSDP SHARD_GRAD_OP, overlapped like ZeRO-3's gathers)."""
+
+
+class MemoryHabits(Spec):
+    """What the stack keeps in device memory beyond model states and activations."""
+
+    cross_entropy: Literal["fp32_logits", "fused"]
+    """fp32_logits: the logits are materialised and kept in fp32 for the loss (Korthikanti's
+    4·s·b·V/t bytes); fused: a fused or chunked kernel keeps no full fp32 copy."""
+    runtime_reserved_bytes: float = Field(ge=0, le=16e9)
+    """Memory the process holds outside the allocator's tensors: CUDA context, cuBLAS and
+    NCCL workspaces."""
+    allocator_overhead_fraction: float = Field(ge=0, le=0.5)
+    """Caching-allocator reserve over allocated bytes (fragmentation), as a fraction of the
+    tensors' peak."""
+
+
+class FrameworkProfile(Spec):
+    """One software stack at one era (see the module docstring)."""
+
+    name: str = Field(min_length=1)
+    """Profile name, e.g. ``megatron-lm-2021``; also the data file's stem."""
+    description: str
+    """What the stack is and which versions the profile describes."""
+    execution_mode: ExecutionMode
+    """Default execution mode: eager (kernels issued one by one from Python), cuda_graphs
+    (captured and replayed) or compiled (XLA / torch.compile)."""
+    attention_kernel: AttentionKernel
+    """Default attention implementation."""
+    attention_kernels: tuple[AttentionKernel, ...]
+    """Attention implementations the stack has."""
+    dtypes: tuple[Literal["bf16", "fp16", "fp8", "mxfp8"], ...]
+    """Training dtypes the stack supports."""
+    grad_reduce_dtype: GradReduceDtype
+    """Default dtype of the data-parallel gradient reduction."""
+    grad_bucket_size_bytes: int = Field(gt=0, le=8_000_000_000)
+    """Default gradient bucket of the overlapped data-parallel reduction."""
+    zero_stages: tuple[Literal[0, 1, 2, 3], ...]
+    """ZeRO stages (sharded data parallelism) the stack implements."""
+    bf16_optimizer_shards_states: bool
+    """With bf16 and no ZeRO, the stack's optimizer still shards its fp32 states over the
+    data-parallel group like ZeRO-1 (DeepSpeed's BF16_Optimizer)."""
+    pipeline_schedules: tuple[str, ...]
+    """Pipeline schedules the stack implements (checked when pp > 1)."""
+    pipeline_scatter_gather: bool
+    """Pipeline activations cross stages scattered over the TP group and re-gathered on the
+    other side (Narayanan et al. 2021 §4.1), instead of whole on every TP rank."""
+    overlaps: Overlaps
+    """Which communication the stack overlaps with compute."""
+    sharding: ShardingBehaviour
+    """ZeRO-2/3 / FSDP behaviour (used when ``parallel.zero_stage`` is 2 or 3)."""
+    memory: MemoryHabits
+    """What the stack keeps in memory."""
+    sources: dict[str, FieldSource] = Field(exclude=True)
+    """Source of every field, keyed by its dotted name (``sharding.prefetch_bytes``)."""
+
+    @model_validator(mode="after")
+    def _every_field_has_a_source(self) -> FrameworkProfile:
+        """Every value field (dotted for nested sections) must name its source."""
+        missing = [name for name in profile_field_names() if name not in self.sources]
+        unknown = sorted(set(self.sources) - set(profile_field_names()))
+        problems = []
+        if missing:
+            problems.append(f"'sources' must cover every field (missing: {', '.join(missing)})")
+        if unknown:
+            problems.append(f"'sources' names unknown fields ({', '.join(unknown)})")
+        if self.attention_kernel not in self.attention_kernels:
+            problems.append(
+                f"'attention_kernel' must be one of attention_kernels "
+                f"{list(self.attention_kernels)} (got {self.attention_kernel!r})"
+            )
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def field_value(self, dotted: str) -> object:
+        """The value of a (possibly nested) field by its dotted name.
+
+        Examples:
+            >>> from simtrain.catalog.frameworks import get_framework
+            >>> get_framework("pytorch-fsdp1").field_value("sharding.gather_granularity")
+            'per_unit'
+        """
+        value: object = self
+        for part in dotted.split("."):
+            value = getattr(value, part)
+        return value
+
+
+_SECTIONS = {"overlaps": Overlaps, "sharding": ShardingBehaviour, "memory": MemoryHabits}
+_UNSOURCED = ("name", "description", "sources")
+
+
+def profile_field_names() -> list[str]:
+    """Dotted names of every value field of a profile, in declaration order."""
+    names: list[str] = []
+    for name in FrameworkProfile.model_fields:
+        if name in _UNSOURCED:
+            continue
+        section = _SECTIONS.get(name)
+        if section is None:
+            names.append(name)
+        else:
+            names += [f"{name}.{sub}" for sub in section.model_fields]
+    return names

@@ -1,0 +1,147 @@
+"""Resolve an experiment's framework-dependent defaults and check what the stack can run.
+
+``training.framework`` names a profile (:mod:`simtrain.catalog.frameworks`). Before an
+experiment is validated, every switch it leaves unset (None) gets the profile's value, so the
+resolved spec (and every report, which embeds it) shows what was simulated. After validation
+the experiment is checked against what the stack implements (ZeRO stages, pipeline schedules,
+dtypes, attention kernels): a setting the stack cannot take is a one-line error.
+
+The profiles are catalog data; this module imports the catalog lazily so that the specs layer
+keeps no import-time dependency on it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+
+from simtrain.specs.framework import DEFAULT_FRAMEWORK
+
+if TYPE_CHECKING:
+    from simtrain.specs.experiment import ExperimentSpec
+    from simtrain.specs.framework import FrameworkProfile
+
+
+def _profile(name: Any) -> FrameworkProfile | None:
+    from simtrain.catalog.frameworks import framework_names, get_framework
+
+    if not isinstance(name, str) or name not in framework_names():
+        return None
+    return get_framework(name)
+
+
+def _get(section: Any, key: str, default: Any) -> Any:
+    """``section[key]`` of a mapping or a spec, ``default`` when absent (or not a section)."""
+    if isinstance(section, BaseModel):
+        return getattr(section, key, default)
+    if isinstance(section, dict):
+        return section.get(key, default)
+    return default
+
+
+def _fill(section: Any, defaults: dict[str, Any]) -> Any:
+    """``section`` (a mapping or a spec) with its None/missing keys set from ``defaults``."""
+    if isinstance(section, BaseModel):
+        unset = {k: v for k, v in defaults.items() if getattr(section, k, None) is None}
+        return section.model_copy(update=unset) if unset else section
+    if isinstance(section, dict):
+        return {**section, **{k: v for k, v in defaults.items() if section.get(k) is None}}
+    return section  # field validation reports the real problem
+
+
+def resolve_framework_defaults(data: dict[str, Any]) -> dict[str, Any]:
+    """Return ``data`` with the framework-dependent switches filled in.
+
+    Examples:
+        >>> out = resolve_framework_defaults(
+        ...     {"training": {"framework": "megatron-lm-2021"}, "parallel": {"tp": 2}})
+        >>> out["training"]["attention_kernel"], out["parallel"]["overlap_grad_reduce"]
+        ('unfused', False)
+    """
+    training = data.get("training")
+    if training is None:
+        training = {}
+    profile = _profile(_get(training, "framework", None) or DEFAULT_FRAMEWORK)
+    if profile is None:
+        return data
+    parallel = data.get("parallel")
+    zero_stage = _get(parallel, "zero_stage", 0)
+    # Every stack overlaps ZeRO-3's reduce-scatters with the backward (FSDP always, DeepSpeed
+    # with overlap_comm, which defaults to on for stage 3).
+    overlap = profile.overlaps.dp_grad_reduce or zero_stage == 3
+    resolved = dict(data)
+    resolved["training"] = _fill(
+        training,
+        {
+            "attention_kernel": profile.attention_kernel,
+            "grad_reduce_dtype": profile.grad_reduce_dtype,
+            "execution_mode": profile.execution_mode,
+        },
+    )
+    if parallel is not None:
+        resolved["parallel"] = _fill(
+            parallel,
+            {
+                "overlap_grad_reduce": overlap,
+                "grad_bucket_size_bytes": profile.grad_bucket_size_bytes,
+            },
+        )
+    return resolved
+
+
+def framework_problems(spec: ExperimentSpec) -> list[str]:
+    """One message per setting the experiment's framework cannot run."""
+    from simtrain.catalog.frameworks import framework_names, get_framework
+
+    name = spec.training.framework
+    if name not in framework_names():
+        return [
+            f"'training.framework' must be a known framework (got {name!r}; "
+            f"known: {', '.join(framework_names())})"
+        ]
+    profile = get_framework(name)
+    p, t = spec.parallel, spec.training
+    problems = []
+
+    def allowed(field: str, value: Any, valid: tuple[Any, ...]) -> None:
+        if value not in valid:
+            shown = ", ".join(str(v) for v in valid) or "none"
+            problems.append(
+                f"'{field}' must be one of {shown} under training.framework={name} (got {value!r})"
+            )
+
+    allowed("parallel.zero_stage", p.zero_stage, profile.zero_stages)
+    allowed("training.dtype", t.dtype, profile.dtypes)
+    allowed("training.attention_kernel", t.attention_kernel, profile.attention_kernels)
+    if p.pp > 1:
+        if not profile.pipeline_schedules:
+            problems.append(
+                f"'parallel.pp' must be 1 under training.framework={name} "
+                f"(the stack has no pipeline parallelism; got {p.pp})"
+            )
+        else:
+            allowed("parallel.pipeline_schedule", p.pipeline_schedule, profile.pipeline_schedules)
+    return problems
+
+
+def effective_zero_stage(spec: ExperimentSpec) -> int:
+    """The ZeRO stage the stack really runs.
+
+    DeepSpeed's BF16_Optimizer shards the fp32 optimizer states like ZeRO-1 when bf16 runs
+    without ZeRO.
+
+    Examples:
+        >>> from simtrain.specs.loader import load_experiment
+        >>> spec = load_experiment("experiments/quickstart.yaml",
+        ...     ["training.framework=deepspeed", "parallel.zero_stage=0"])
+        >>> effective_zero_stage(spec)
+        1
+    """
+    from simtrain.catalog.frameworks import get_framework
+
+    stage = spec.parallel.zero_stage
+    profile = get_framework(spec.training.framework)
+    if stage == 0 and profile.bf16_optimizer_shards_states and spec.training.dtype == "bf16":
+        return 1
+    return stage
