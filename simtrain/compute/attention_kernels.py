@@ -44,10 +44,18 @@ def head_dim_efficiency(table: dict[int, float], head_dim: int) -> float:
     raise AssertionError("unreachable: head_dim lies between the listed dims")
 
 
-def executed_fraction(causal: bool, s_q: int) -> float:
-    """Fraction of the counted (full-matrix) FLOPs a kernel executes."""
+def executed_fraction(causal: bool, s_q: int, window: int = 0) -> float:
+    """Fraction of the counted FLOPs a kernel executes.
+
+    Without a window the count is the full ``s_q x s_kv`` matrix and a causal kernel skips
+    the masked half (plus the diagonal blocks it computes whole). With a sliding window the
+    count is already ``s_q x window``; only the first ``window`` queries see fewer keys, a
+    triangle of ``window²/2`` out of ``s_q·window``.
+    """
     if not causal:
         return 1.0
+    if window and window < s_q:
+        return 1.0 - window / (2.0 * s_q)
     blocks = max(1, math.ceil(s_q / BLOCK))
     return 0.5 + 0.5 / blocks
 
@@ -62,7 +70,11 @@ def attention_efficiency(
     batch_heads: int,
     num_sms: int,
 ) -> float:
-    """Fraction of the 16-bit peak reached on the executed FLOPs."""
+    """Fraction of the 16-bit peak reached on the executed FLOPs.
+
+    ``s_kv`` is the number of keys each query block streams through (the window, for
+    sliding-window attention).
+    """
     e_max = head_dim_efficiency(cal.backward if backward else cal.forward, head_dim)
     s_half = cal.causal_seq_half if causal else cal.seq_half
     ctas = batch_heads * max(1, math.ceil(s_q / BLOCK))

@@ -6,7 +6,7 @@ its physical range (efficiencies in (0, 1), lengths and costs non-negative).
 
 Examples:
     >>> x = nelder_mead(lambda p: (p[0] - 3.0) ** 2 + (p[1] + 1.0) ** 2, [0.0, 0.0])
-    >>> [round(v, 3) for v in x]
+    >>> [round(float(v), 3) for v in x]
     [3.0, -1.0]
 """
 

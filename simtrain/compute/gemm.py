@@ -28,36 +28,37 @@ Examples:
     >>> round(gemm_efficiency(cal, "bf16", 108, 256 * 54, 128 * 2, 4096), 3)  # 108 tiles
     0.8
     >>> round(gemm_efficiency(cal, "bf16", 108, 256 * 55, 128 * 2, 4096), 3)  # 110 on 108 SMs
-    0.509
+    0.407
 """
 
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 from simtrain.specs.calibration import GemmCalibration
 
 PARTIAL_BYTES = 4  # split-K partial sums are fp32
 
 
-def tile_reuse(cal: GemmCalibration, tm: int, tn: int) -> float:
-    """Speed of a ``tm x tn`` tile relative to the largest listed tile."""
-    big_m, big_n = cal.tile_shapes[0]
-    p = cal.tile_reuse_penalty * 128
-
-    def speed(a: int, b: int) -> float:
-        return 1.0 / (1.0 + p * (1.0 / a + 1.0 / b))
-
-    return speed(tm, tn) / speed(big_m, big_n)
-
-
-def _splits(cal: GemmCalibration) -> list[int]:
+def _splits(max_split_k: int) -> list[int]:
     """Split-K factors the library may use: powers of two up to the calibrated maximum.
 
     The set does not depend on K (a short K slice pays through the K-loop fill instead), so
     a GEMM's time never decreases as K grows.
     """
-    return [2**i for i in range(cal.max_split_k.bit_length()) if 2**i <= cal.max_split_k]
+    return [2**i for i in range(max_split_k.bit_length()) if 2**i <= max_split_k]
+
+
+@lru_cache(maxsize=64)
+def _choices(
+    tiles: tuple[tuple[int, int], ...], penalty: float
+) -> tuple[tuple[int, int, float], ...]:
+    """(tile rows, tile columns, reuse factor) of each tile, once per tile set and penalty."""
+    p = penalty * 128
+    big_m, big_n = tiles[0]
+    biggest = 1.0 / (1.0 + p * (1.0 / big_m + 1.0 / big_n))
+    return tuple((tm, tn, 1.0 / (1.0 + p * (1.0 / tm + 1.0 / tn)) / biggest) for tm, tn in tiles)
 
 
 def gemm_efficiency(
@@ -75,17 +76,19 @@ def _candidates(
 ) -> list[tuple[float, int]]:
     """(efficiency, split) of every tile and split-K choice."""
     ceiling = cal.ceiling.get(dtype, cal.ceiling.get("bf16", 1.0))
+    k_half = cal.k_half
+    splits = _splits(cal.max_split_k)
     out = []
-    for tm, tn in cal.tile_shapes:
-        rows, cols = math.ceil(m / tm), math.ceil(n / tn)
-        fill = (m / (rows * tm)) * (n / (cols * tn))
-        reuse = tile_reuse(cal, tm, tn)
-        for split in _splits(cal):
-            ctas = rows * cols * batch * split
-            wave = ctas / (math.ceil(ctas / num_sms) * num_sms)
+    tiles_key = tuple((int(a), int(b)) for a, b in cal.tile_shapes)
+    for tm, tn, reuse in _choices(tiles_key, cal.tile_reuse_penalty):
+        rows, cols = -(-m // tm), -(-n // tn)
+        base = ceiling * reuse * (m / (rows * tm)) * (n / (cols * tn))
+        tiles = rows * cols * batch
+        for split in splits:
+            ctas = tiles * split
+            waves = -(-ctas // num_sms)
             k_slice = k / split
-            k_fill = k_slice / (k_slice + cal.k_half)
-            out.append((ceiling * reuse * fill * wave * k_fill, split))
+            out.append((base * ctas / (waves * num_sms) * k_slice / (k_slice + k_half), split))
     return out
 
 

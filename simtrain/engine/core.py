@@ -126,7 +126,9 @@ def execute(
                         event.succeed()
 
     contention = (
-        _Contention(env, program, durations_s, contended_s) if contended_s is not None else None
+        _Contention(env, program, durations_s, contended_s, keys)
+        if contended_s is not None
+        else None
     )
     for indices in streams.values():
         env.process(stream_process(indices))
@@ -158,6 +160,7 @@ class _Contention:
         program: Program,
         durations_s: Sequence[float],
         contended_s: Sequence[float],
+        replicated: Sequence[str],
     ) -> None:
         self.env = env
         simulated = set(program.simulated_ranks)
@@ -166,12 +169,15 @@ class _Contention:
             (c / d - 1.0) if is_c and d > 0 and c > d else 0.0
             for is_c, d, c in zip(self.is_compute, durations_s, contended_s, strict=True)
         ]
-        # Simulated ranks a communication task occupies (its group, or its issuer).
+        # Simulated ranks a communication task occupies: its issuer when every member has a
+        # copy of the collective (replayed traces), else its simulated group members.
         self.members: list[tuple[int, ...]] = [
             ()
             if is_c or t.stream == "host"
+            else (t.rank,)
+            if copy
             else (tuple(r for r in t.group if r in simulated) or (t.rank,))
-            for is_c, t in zip(self.is_compute, program.tasks, strict=True)
+            for is_c, t, copy in zip(self.is_compute, program.tasks, replicated, strict=True)
         ]
         self.ranks = [t.rank for t in program.tasks]
         self.in_flight: dict[int, list[tuple[float, float]]] = defaultdict(list)

@@ -23,7 +23,7 @@ Examples:
     >>> readiness(h=10.0, d=40.0, n=4)  # device-bound: only the first launch is waited for
     2.5
     >>> readiness(h=40.0, d=10.0, n=4)  # host-bound: the device is paced by the host
-    25.0
+    32.5
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from simtrain.compute.roofline import ComputeModel
 from simtrain.parallel.program import Program, Task
 
 HOST_STREAM = "host"
-P2P_STREAM = "pp_comm"
+P2P_CATEGORY = "pp_comm"  # pipeline transfers (any stream: replays split send and recv)
 
 
 def readiness(h: float, d: float, n: int) -> float:
@@ -73,13 +73,19 @@ def with_host_stream(
     durations = list(durations_s)
     per_rank: dict[int, list[int]] = defaultdict(list)
     is_p2p = []
+    # Collectives and transfers a compute task is the producer of: the host issues them
+    # right after it (counted per member: a shared collective lists every member's producer).
+    launches: dict[int, int] = defaultdict(int)
     for index, task in enumerate(program.tasks):
         per_rank[task.rank].append(index)
-        is_p2p.append(task.stream == P2P_STREAM)
+        is_p2p.append(task.category == P2P_CATEGORY)
+        if task.stream not in ("compute", HOST_STREAM):
+            for dep in task.deps:
+                if program.tasks[dep].stream == "compute":
+                    launches[dep] += 1
+    sync = sync_on_p2p and any(is_p2p)
     for rank in program.simulated_ranks:
-        _rank_host_tasks(
-            issued, durations, compute, sync_on_p2p and any(is_p2p), is_p2p, per_rank[rank]
-        )
+        _rank_host_tasks(issued, durations, compute, sync, is_p2p, launches, per_rank[rank])
     return issued, durations
 
 
@@ -106,26 +112,25 @@ def _rank_host_tasks(
     compute: ComputeModel,
     sync_on_p2p: bool,
     is_p2p: list[bool],
+    launches: dict[int, int],
     indices: list[int],
 ) -> None:
     tasks = program.tasks
     per_collective_s = _collective_cost(compute)
     carry_s = 0.0  # issue time of the previous task not yet paid on the host stream
-    comm_issued = 0  # collectives and transfers issued since the previous compute task
     sends: list[int] = []  # this rank's transfers since the previous compute task
     previous: int | None = None
     issue_s: dict[int, float] = {}  # host time per distinct ops tuple (shared by builders)
     for index in indices:
         task = tasks[index]
         if task.stream != "compute":
-            comm_issued += 1
-            if is_p2p[index]:
-                sends.append(index)
+            if is_p2p[index] and task.group[:1] == (task.rank,):
+                sends.append(index)  # this rank's own send (replays also list recv copies)
             continue
         h = issue_s.get(id(task.ops))
         if h is None:
             h = issue_s[id(task.ops)] = compute.host_time_s(task.ops)
-        h += comm_issued * per_collective_s
+        h += launches.get(index, 0) * per_collective_s
         r = readiness(h, durations_s[index], len(task.ops))
         if task.category == "optimizer":
             sync = list(task.deps)  # gradient-norm / overflow checks read reduced gradients
@@ -142,7 +147,7 @@ def _rank_host_tasks(
         host = _append(program, durations_s, task, carry_s + r, deps, f"host:{task.label}")
         task.deps = (*task.deps, host)
         carry_s = h - r
-        comm_issued, sends, previous = 0, [], index
+        sends, previous = [], index
 
 
 def _collective_cost(compute: ComputeModel) -> float:

@@ -109,6 +109,11 @@ class ComputeCalibration(Spec):
     """Per-shape GEMM model parameters."""
     attention: dict[str, AttentionCalibration]
     """Fused attention families this part runs (``flash``, ``flash3``, ``cudnn``)."""
+    sustained_compute_fraction: float = Field(default=1.0, gt=0, le=1)
+    """Fraction of the benchmarked matrix throughput (GEMM and fused attention) that a whole
+    training step sustains: kernel benchmarks run in short bursts, while a training step
+    runs at the board's power limit for minutes (lower clocks) with the layouts, epilogues
+    and back-to-back kernels real training uses. Fitted end to end on measured runs."""
     memory_efficiency: float = Field(gt=0, le=1)
     """Fraction of peak HBM bandwidth that memory-bound kernels (norms, activations,
     softmax, optimizer) reach."""
