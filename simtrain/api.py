@@ -9,7 +9,7 @@ from importlib.metadata import PackageNotFoundError, version
 from simtrain.catalog import get_accelerator, get_link
 from simtrain.catalog.calibrations import load_calibration_file
 from simtrain.compute.roofline import RooflineComputeModel, check_dtype
-from simtrain.engine import run_program
+from simtrain.engine import collective_choices, run_program
 from simtrain.errors import SpecError
 from simtrain.memory import estimate_memory
 from simtrain.metrics.flops import step_flops
@@ -70,12 +70,17 @@ def compute_model_for(spec: ExperimentSpec) -> RooflineComputeModel:
 def network_model_for(spec: ExperimentSpec) -> NetworkModel:
     """The network model the experiment asks for (``simulation.network_model``).
 
-    ``alpha_beta`` times every collective as a ring in closed form; ``flow`` builds the
-    cluster's topology and runs each collective's algorithm (``simulation.collective_algorithm``,
-    ``auto`` picks the fastest as NCCL's tuner does) through the flow-level model, together
-    with all the collective's SPMD replicas (:mod:`simtrain.engine.replicas`).
+    ``nccl`` (the default) times every collective in closed form on the effective fabric of
+    its group on the cluster's topology, with the algorithm and protocol NCCL's tuner would
+    pick (``simulation.collective_algorithm``, ``auto`` by default); ``flow`` runs each
+    collective's algorithm through the flow-level model together with all its SPMD replicas
+    (:mod:`simtrain.engine.replicas`); ``alpha_beta`` is a textbook ring on catalog figures.
     """
     sim = spec.simulation
+    if sim.network_model == "nccl":
+        from simtrain.network.nccl import NcclNetwork
+
+        return NcclNetwork.from_experiment(spec)
     if sim.network_model == "flow":
         from simtrain.engine.replicas import ReplicatedNetwork
         from simtrain.network.flow_model import FlowNetworkModel
@@ -86,7 +91,7 @@ def network_model_for(spec: ExperimentSpec) -> NetworkModel:
     if sim.collective_algorithm not in ("auto", "ring"):
         warnings.warn(
             f"simulation.collective_algorithm={sim.collective_algorithm} has no effect with "
-            "simulation.network_model=alpha_beta (ring only); use network_model=flow",
+            "simulation.network_model=alpha_beta (ring only); use network_model=nccl or flow",
             UserWarning,
             stacklevel=2,
         )
@@ -109,7 +114,8 @@ def simulate(spec: ExperimentSpec, full: bool | None = None) -> SimulationResult
     acc = get_accelerator(spec.cluster.accelerator)
     program = build_program(spec, full)
     compute = compute_model_for(spec)
-    engine = run_program(program, compute, network_model_for(spec))
+    network = network_model_for(spec)
+    engine = run_program(program, compute, network)
     program = engine.program or program
     memory = estimate_memory(spec, acc.hbm_capacity_bytes)
     return SimulationResult(
@@ -119,13 +125,19 @@ def simulate(spec: ExperimentSpec, full: bool | None = None) -> SimulationResult
         flops=step_flops(spec),
         ranks=rank_times(program, engine.start_s, engine.end_s, engine.step_time_s),
         weights=program.weights,
-        memory=MemorySummary(memory.peak_bytes, memory.capacity_bytes, memory.breakdown_bytes),
+        memory=MemorySummary(
+            memory.peak_bytes,
+            memory.capacity_bytes,
+            memory.breakdown_bytes,
+            memory.near_limit_bytes,
+        ),
         num_params=count_parameters(spec.model).total,
         program=program,
         start_s=engine.start_s,
         end_s=engine.end_s,
         num_events=engine.num_events,
         replay_wall_s=engine.replay_wall_s,
+        comm_choices=collective_choices(program, network),
         wall_time_s=time.perf_counter() - began,
         version=simtrain_version(),
         calibration={

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -59,3 +60,19 @@ def make_experiment(*overrides: str, model: dict[str, Any] | None = None, **sect
 def tiny_experiment():
     """A 2-layer GPT on 2 x 8 H100, pure data parallel."""
     return make_experiment()
+
+
+EXTRA_MODULES = {"chakra": "chakra", "ray": "ray", "parquet": "pyarrow", "perfetto": "perfetto"}
+"""Optional extra of pyproject.toml -> the module whose presence means it is installed."""
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Skip, with the install command as the reason, a test whose optional extra is absent.
+
+    README's test command installs only ``simtrain[test]``; ``.ci/run`` then installs every
+    extra and runs the tests marked ``needs_extra`` as well.
+    """
+    for mark in item.iter_markers("needs_extra"):
+        (extra,) = mark.args
+        if importlib.util.find_spec(EXTRA_MODULES[extra]) is None:
+            pytest.skip(f"needs the optional extra simtrain[{extra}]: pip install -e '.[{extra}]'")

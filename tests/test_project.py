@@ -40,3 +40,31 @@ def test_ci_runs_readme_test_command_verbatim():
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert commands[1] in ci
     assert "simtrain run experiments/quickstart.yaml" in commands[0]
+
+
+def test_readme_commands_table_lists_every_flag():
+    import typer.main
+
+    from simtrain.cli import app
+
+    readme = (ROOT / "README.md").read_text()
+    rows = {
+        m.group(1): m.group(0)
+        for m in re.finditer(r"^\| `simtrain ([a-z]+)[^\n]*$", readme, flags=re.MULTILINE)
+    }
+    group = typer.main.get_command(app)
+    missing = {}
+    for name, command in group.commands.items():
+        assert name in rows, f"README's Commands table has no row for simtrain {name}"
+        flags = {opt for param in command.params for opt in param.opts if opt.startswith("--")}
+        if absent := sorted(f for f in flags if f not in rows[name]):
+            missing[name] = absent
+    assert missing == {}
+
+
+def test_ci_also_runs_the_tests_that_need_optional_extras():
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "pip install --quiet -e '.[dev]' && pytest -m 'needs_extra and not slow'" in ci
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    for extra in ("test", "ray", "parquet", "chakra", "notebooks", "perfetto", "dev"):
+        assert f"\n{extra} = [" in pyproject

@@ -1,10 +1,11 @@
 """Scale benchmark: wall time, engine events and peak memory of one simulated step.
 
-Usage: python experiments/bench/scale.py [--json] [--cases a,b,c,d] [--growth]
+Usage: python experiments/bench/scale.py [--json] [--cases a,b,c,d,e] [--growth]
 
 Cases (issue 5):
   a  Llama 3 405B on 16,384 H100 (TP8 PP16 DP128, interleaved with 4 virtual stages,
-     16 microbatches per DP group) on the llama3-roce-h100 topology, flow-level network
+     16 microbatches per DP group) on the llama3-roce-h100 topology, default network model
+  e  case a with the flow-level network model (contention between replicas)
   b  GPT-3 175B on 1,024 A100 (TP8 PP8 DP16, 1F1B, global batch 256), full mode: every rank
   c  Mixtral 8x7B on 256 H100 (TP2 PP4 EP8 DP32, global batch 512)
   d  GPT-6.7B-like (32 layers, hidden 4096, 32 heads, seq 2048) TP8 x DP8 on 64 H100
@@ -43,7 +44,6 @@ CASES = {
                 "zero_stage": 2,
             },
             "cluster": {"num_gpus": 16384},
-            "simulation": {"network_model": "flow"},
         },
     ),
     "b": (
@@ -94,6 +94,13 @@ CASES = {
         },
     ),
 }
+
+
+CASES["e"] = (
+    "llama3-405b-16384xh100-flow",
+    CASES["a"][1],
+    {**CASES["a"][2], "simulation": {"network_model": "flow"}},
+)
 
 
 def _spec(case: str):
@@ -148,7 +155,7 @@ def bare_simpy_rate(num_events: int = 500_000) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print a JSON list of rows")
-    parser.add_argument("--cases", default="a,b,c,d", help="comma-separated case letters")
+    parser.add_argument("--cases", default="a,b,c,d,e", help="comma-separated case letters")
     parser.add_argument(
         "--growth", action="store_true", help="also print how wall time grows with dp and pp"
     )

@@ -21,6 +21,7 @@ import numpy as np
 
 from simtrain.catalog import get_link
 from simtrain.network.flow_model import FlowNetworkModel
+from simtrain.network.nccl import NcclNetwork
 from simtrain.specs.cluster import ClusterSpec
 from simtrain.topology import build_topology
 
@@ -99,6 +100,12 @@ def main() -> None:
     for op, ranks, size, target in HELD_OUT:
         got = busbw(LUMI, op, ranks, size, catalog)
         print(row(f"{op} {ranks} ranks {size / 1e6:.0f} MB", got, target))
+    print("the default closed-form model (nccl) on the same points, for comparison:")
+    nccl = NcclNetwork.from_cluster(LUMI, algorithm="ring")
+    for op, ranks, size, target in (FIT, *HELD_OUT):
+        t = nccl.collective_time_s(op, list(range(ranks)), size)
+        factor = 2 * (ranks - 1) / ranks if op == "all_reduce" else (ranks - 1) / ranks
+        print(row(f"{op} {ranks} ranks {size / 2**20:.0f} MiB", size / t * factor / 1e9, target))
     print("shape check (Kestrel, H100 on Slingshot, NICs per node not published):")
     for nics in (2, 4):
         kestrel = ClusterSpec(

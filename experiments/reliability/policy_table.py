@@ -79,7 +79,7 @@ def main() -> None:
         f"MTTF {rows[0]['mttf_hours']:.2f} h) plus planned maintenance every 27.6 h. Storage "
         f"2 TB/s, detection 150 s, restart 300 s, repair 2.2 h, 16 hot spare nodes where a "
         f"policy uses spares. Cost at ${price:.2f} per GPU-hour for every GPU held, spares "
-        f"included (hardware.md §7.4).\n"
+        f"included (docs/references/hardware.md §7.4).\n"
     )
     _table(rows)
     print(

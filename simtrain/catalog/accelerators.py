@@ -1,6 +1,6 @@
 """Built-in accelerators. Every figure appears once, here, with its source.
 
-Unless noted, figures are from ``shared/reference/hardware.md`` §7.1 (dense peaks; sparse
+Unless noted, figures are from ``docs/references/hardware.md`` §7.1 (dense peaks; sparse
 figures are never used). Memory capacities are binary (GiB) because HBM stacks are sized in
 powers of two: an "80 GB" A100 reports 81,920 MiB. SM/CU counts come from the vendors'
 architecture whitepapers (A100: 108 SMs; H100/H200 SXM5: 132; B200: 148 per the Blackwell
@@ -13,7 +13,7 @@ from simtrain.specs.hardware import AcceleratorSpec
 
 GiB = 2**30
 TERA = 1e12
-_REF = "shared/reference/hardware.md §7.1"
+_REF = "docs/references/hardware.md §7.1"
 
 ACCELERATORS: dict[str, AcceleratorSpec] = {
     spec.name: spec
@@ -92,8 +92,11 @@ ACCELERATORS: dict[str, AcceleratorSpec] = {
             tdp_watts=1000,
             num_compute_units=148,
             scale_up_link="nvlink5",
-            scale_out_link="ib-xdr",
-            source=f"{_REF} (B200 HGX 1000 W row; 180 GB usable, decimal as published)",
+            # A DGX B200 ships 8 single-port ConnectX-7 NICs at 400 Gb/s (one per GPU, as on
+            # DGX H100), not the 800 Gb/s XDR of the next generation (hardware.md §7.5).
+            scale_out_link="ib-ndr",
+            source=f"{_REF} (B200 HGX 1000 W row; 180 GB usable, decimal as published); "
+            "NICs: docs/references/hardware.md §7.5 (DGX B200: 8 x 400 Gb/s ConnectX-7)",
         ),
         AcceleratorSpec(
             name="MI250X",

@@ -1,27 +1,27 @@
 """Built-in links: scale-up fabrics (per device) and scale-out NICs (per port).
 
-Bandwidths are line rates per direction from ``shared/reference/hardware.md`` §7.2-7.3.
+Bandwidths are line rates per direction from ``docs/references/hardware.md`` §7.2 and §7.3.
 ``efficiency`` is the measured fraction of line rate that NCCL reaches for large messages,
-from ``shared/reference/collectives.md`` §6.1-6.2; latencies are per ring step (see below).
+from ``docs/references/collectives.md`` §6.1 and §6.2; latencies are per ring step (see below).
 """
 
 from __future__ import annotations
 
 from simtrain.specs.hardware import LinkSpec
 
-_HW = "shared/reference/hardware.md"
-_COLL = "shared/reference/collectives.md"
+_HW = "docs/references/hardware.md"
+_COLL = "docs/references/collectives.md"
 _AMD = "docs/references/amd.md"
 _TPU = "docs/references/tpu.md"
 _NET = "docs/references/networks.md"
-# Per-step latency of a ring collective over NVLink, fitted on the two points of vTrain's
-# measured 8 x A100 all-reduce table (shared/reference/vtrain-measured-runs.md): 8.19 ms at
-# 1 GiB gives busbw 229 GB/s; 92.8 µs at 1 MiB then leaves 92.8 - 1.75 * 1 MiB / 229 GB/s
-# = 84.8 µs of latency over 2 * (8 - 1) = 14 steps, 6.06 µs per step. (NCCL's own model,
-# collectives.md §6.3, gives 8.4 µs + 14 x 3.4 µs = 56 µs for the Simple protocol.)
-NVLINK_LAT_S = (92.8e-6 - 1.75 * 2**20 / 229e9) / 14
-# NCCL's Simple-protocol hardware latencies, collectives.md §6.3 version A: PCI 5.7 µs and
-# NET 14 µs per step (Simple is the protocol NCCL picks for the large messages of training).
+# NCCL's Simple-protocol hardware latency per ring step over NVLink,
+# docs/references/collectives.md §6.3 version A (3.4 µs). What a real machine adds per call
+# (launch, synchronisation) is fitted per accelerator family in
+# simtrain/catalog/collective_calibrations/.
+NVLINK_LAT_S = 3.4e-6
+# NCCL's Simple-protocol hardware latencies, docs/references/collectives.md §6.3 version A:
+# PCI 5.7 µs and NET 14 µs per step (Simple is the protocol NCCL picks for the large messages
+# of training).
 PCI_LAT_S = 5.7e-6
 NET_LAT_S = 14e-6
 # Infinity Fabric (xGMI) link of MI250X: 16 bits at 25 GT/s, 50 GB/s per direction; a dual
@@ -30,15 +30,20 @@ NET_LAT_S = 14e-6
 MI250X_IF_LINK_BYTES_PER_S = 50e9
 MI250X_RING_LINKS = 2
 MI250X_IF_EFFICIENCY = 76 / 100
+# MI300X: seven rings that share no link use all 7 Infinity Fabric links of a GPU, so the
+# ring bus bandwidth is 7 x 64 GB/s x efficiency; RCCL measures 316.82 GB/s at 8 GiB on one
+# ND MI300X v5 node (docs/references/amd.md §4.2), the point this efficiency is fitted on.
+MI300X_IF_EFFICIENCY = 316.82 / 448
 # Slingshot-11: osu_bw moves 23,820 MB/s per NIC on LUMI-G (networks.md §1.2) of 25 GB/s.
 SLINGSHOT_EFFICIENCY = 23.82 / 25
 # Per-step latency of a ring over Slingshot-11 NICs, fitted by
 # experiments/calibration/slingshot.py on the one measured 2-node RCCL point (busbw 85 GB/s
 # at 128 MiB, networks.md §1.3) given the NIC bandwidth above.
-SLINGSHOT_STEP_LATENCY_S = 10.65e-6
-# NDR efficiency: 47 GB/s measured (46-48, collectives.md §6.2) of a 50 GB/s line rate.
+SLINGSHOT_STEP_LATENCY_S = 10.37e-6
+# NDR efficiency: 47 GB/s measured (46-48, docs/references/collectives.md §6.2) of a 50 GB/s
+# line rate.
 NDR_EFFICIENCY = 47 / 50
-# NVLink4 ring: ≈370 GB/s busbw of 450 GB/s per direction (collectives.md §6.1).
+# NVLink4 ring: ≈370 GB/s busbw of 450 GB/s per direction (docs/references/collectives.md §6.1).
 NVLINK4_EFFICIENCY = 370 / 450
 
 LINKS: dict[str, LinkSpec] = {
@@ -104,8 +109,10 @@ LINKS: dict[str, LinkSpec] = {
             kind="scale_up",
             bandwidth_bytes_per_s=448e9,
             latency_s=NVLINK_LAT_S,
-            efficiency=0.7,
-            source=f"{_HW} §7.1 (7 x 128 GB/s = 896 GB/s bidirectional); efficiency 0.7 assumed",
+            efficiency=MI300X_IF_EFFICIENCY,
+            source=f"{_HW} §7.1 (7 x 128 GB/s = 896 GB/s bidirectional, 448 per direction); "
+            f"efficiency fitted on the 8 GiB point of the measured RCCL all-reduce curve, "
+            f"{_AMD} §4.2 (experiments/calibration/rccl_mi300x.py)",
         ),
         LinkSpec(
             name="ici-v4",

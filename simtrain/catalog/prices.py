@@ -1,10 +1,10 @@
 """GPU-hour prices: one dated snapshot per accelerator, with its source, and the other offers.
 
 Cloud prices move every quarter, so every figure carries the date and the page it was read
-from (``shared/reference/hardware.md`` §7.4, "snapshots; verify before use"). The *preset* of
+from (``docs/references/hardware.md`` §7.4, "snapshots; verify before use"). The *preset* of
 an accelerator is the figure :func:`preset_price` returns when an experiment sets no
 ``cost.usd_per_gpu_hour``: the most recent snapshot §7.4 gives for it, at the low end of a
-quoted range. Accelerators §7.4 has no price for (B200, MI250X, MI300X, TPU v4, TPU v5p) have
+quoted range. Accelerators §7.4 has no price for (MI250X, MI300X, TPU v4, TPU v5p) have
 no preset: asking for one is a :class:`~simtrain.errors.SpecError` that says so, never an
 invented number.
 """
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from simtrain.errors import SpecError
 
-_REF = "shared/reference/hardware.md §7.4"
+_REF = "docs/references/hardware.md §7.4"
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,12 @@ PRESET_PRICES: dict[str, GpuHourPrice] = {
         "page 'to be updated January 1, 2025'",
         f"{_REF}: AWS Capacity Blocks pricing page copy",
     ),
+    "B200": GpuHourPrice(
+        4.50,
+        "specialised clouds, B200 on demand (low end of $4.50-6.00)",
+        "2026-03-11",
+        f"{_REF}: lyceum.technology, 'NVIDIA B200 GPU Cloud Pricing 2026'",
+    ),
     "H800": GpuHourPrice(
         2.00,
         "DeepSeek's own rental assumption for H800 (not a catalog accelerator: simulate it as "
@@ -103,6 +109,12 @@ OTHER_OFFERS: dict[str, tuple[GpuHourPrice, ...]] = {
         ),
         GpuHourPrice(1.90, "Hyperstack H100 SXM ('from')", "undated", f"{_REF}: gpu.blog"),
     ),
+    "B200": (
+        GpuHourPrice(
+            6.03, "Spheron B200 SXM on demand", "2026-03-17", f"{_REF}: spheron.network blog"
+        ),
+        GpuHourPrice(4.99, "Runpod B200 on demand", "2025 (undated)", f"{_REF}: runpod.io guide"),
+    ),
 }
 """Further dated offers from §7.4, for comparison tables (never used as defaults)."""
 
@@ -123,6 +135,6 @@ def preset_price(accelerator: str) -> GpuHourPrice:
         return folded[accelerator.lower()]
     known = ", ".join(PRESET_PRICES)
     raise SpecError(
-        f"'cost.usd_per_gpu_hour' must be set for {accelerator!r}: hardware.md §7.4 lists no "
-        f"price for it (got no price; accelerators with a preset: {known})"
+        f"'cost.usd_per_gpu_hour' must be set for {accelerator!r}: docs/references/hardware.md "
+        f"§7.4 lists no price for it (got no price; accelerators with a preset: {known})"
     )

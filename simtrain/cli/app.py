@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 
 from simtrain.errors import SimtrainError
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 app = typer.Typer(
     name="simtrain",
@@ -20,6 +24,14 @@ app = typer.Typer(
 )
 console = Console()
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def show(*tables: Table) -> None:
+    """Print tables fitted to the terminal: names and numbers are never cut (see ``fit_table``)."""
+    from simtrain.report.fit import fit_table
+
+    for table in tables:
+        console.print(fit_table(table, console))
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:

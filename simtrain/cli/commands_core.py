@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from simtrain.cli.app import app, console, fail
+from simtrain.cli.app import app, console, fail, show
 
 SetOption = Annotated[
     list[str] | None,
@@ -63,12 +63,13 @@ def run(
     if as_json:
         typer.echo(json.dumps(report, indent=2))
         return
-    console.print(summary_table(report))
-    console.print(breakdown_table(report))
-    console.print(memory_table(report))
-    console.print(cost_table(report))
+    show(summary_table(report), breakdown_table(report), memory_table(report), cost_table(report))
     if out is not None:
-        console.print(f"wrote {out}/: report.json, report.md, the PNGs and trace.json")
+        console.print(
+            f"wrote {out}/: report.json, report.md, the PNGs and trace.json",
+            markup=False,
+            soft_wrap=True,  # a path is never broken across lines
+        )
 
 
 @app.command()
@@ -110,7 +111,7 @@ def validate(
                 f"±{row.tolerance:.0%}",
                 "yes" if row.within_tolerance else "NO",
             )
-        console.print(table)
+        show(table)
         bad = sum(not r.within_tolerance for r in rows)
         console.print(f"{len(rows) - bad} of {len(rows)} within tolerance")
     if any(not row.within_tolerance for row in rows):
@@ -141,7 +142,11 @@ def trace(
         from simtrain.traceio.chakra_export import write_chakra
 
         files = write_chakra(program, out, spec.cluster.accelerator)
-        console.print(f"wrote {out}/: {len(files)} Chakra rank files, {len(program.tasks)} tasks")
+        console.print(
+            f"wrote {out}/: {len(files)} Chakra rank files, {len(program.tasks)} tasks",
+            markup=False,
+            soft_wrap=True,
+        )
         return
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(program_to_dict(program, spec.model_dump(mode="json"))))
@@ -167,4 +172,4 @@ def list_(
     if what not in LIST_KINDS:
         raise fail(f"'what' must be one of {', '.join(LIST_KINDS)} (got {what!r})")
     for table in catalog_tables(what):
-        console.print(table)
+        show(table)

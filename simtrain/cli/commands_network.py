@@ -2,8 +2,9 @@
 
 ``topology`` summarises (and for small clusters draws) the wired network of a cluster file;
 ``collective`` prints an nccl-tests-style table of one collective over a range of sizes,
-timed with the flow-level model. A topology argument is a YAML file with a top-level
-``cluster:`` section (a preset in ``topologies/`` or an experiment), or a preset's name.
+timed with the default closed-form model or the flow-level model. A topology argument is a
+YAML file with a top-level ``cluster:`` section (a preset in ``topologies/`` or an
+experiment), or a preset's name.
 """
 
 from __future__ import annotations
@@ -11,19 +12,19 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from simtrain.cli.app import app, console, fail
+from simtrain.cli.app import app, console, show
 from simtrain.errors import SpecError
 from simtrain.paths import data_dir
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from simtrain.specs.cluster import ClusterSpec
 
-MAX_DRAWN_NODES = 400
-"""Largest graph (devices + switches) that ``--png`` draws legibly."""
 _UNITS = {"": 1, "B": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 BUSBW_FACTOR = {
     "all_reduce": lambda n: 2 * (n - 1) / n,
@@ -31,7 +32,7 @@ BUSBW_FACTOR = {
     "reduce_scatter": lambda n: (n - 1) / n,
     "all_to_all": lambda n: (n - 1) / n,
 }
-"""nccl-tests bus-bandwidth factors (collectives.md §6.2); other collectives use 1."""
+"""nccl-tests bus-bandwidth factors (docs/references/collectives.md §6.2); others use 1."""
 
 
 def presets() -> list[str]:
@@ -102,72 +103,79 @@ def _human_bytes(size: float) -> str:
 def topology(
     file: Annotated[str, typer.Argument(help="Cluster YAML file (or a preset name).")],
     png: Annotated[
-        Path | None, typer.Option("--png", help="Draw the topology into this PNG (small only).")
+        Path | None,
+        typer.Option(
+            "--png",
+            help="Draw the network into this PNG: tiers labelled, link classes by colour and "
+            "width; large clusters are drawn aggregated.",
+        ),
     ] = None,
+    seed: Annotated[
+        int, typer.Option("--seed", min=0, help="Seed of the ECMP hash that picks flow paths.")
+    ] = 0,
 ) -> None:
     """Print the devices, switches, links and bisection bandwidth of a cluster's network.
 
-    Example: simtrain topology topologies/dgx-h100-superpod.yaml
+    On a Clos it also measures the bisection a permutation across the cut achieves with
+    hashed ECMP routing and with adaptive routing (flow model).
+
+    Example: simtrain topology topologies/dgx-h100-superpod.yaml --png net.png
     """
+    from simtrain.network.bisection import bisection_report
     from simtrain.topology import build_topology
 
     cluster = load_cluster(file)
-    topo = build_topology(cluster)
+    topo = build_topology(cluster, seed)
+    if png is not None:  # drawn first: a bad path fails before any table is printed
+        from simtrain.report.topology_plot import topology_figure
+
+        title = (
+            f"{Path(file).stem}: {topo.kind.replace('_', ' ')}, "
+            f"{topo.num_devices:,} × {cluster.accelerator}"
+        )
+        topology_figure(topo, title).savefig(png, dpi=130)
+    table = topology_table(file, cluster.accelerator, topo)
+    report = bisection_report(cluster, seed)
+    if report is not None:
+        for name, achieved, share in (
+            (f"ECMP hashing, seed {seed}", report.ecmp_bytes_per_s, report.ecmp_share),
+            ("adaptive routing", report.adaptive_bytes_per_s, report.adaptive_share),
+        ):
+            table.add_row(
+                f"achieved, {name}", f"{achieved / 1e12:,.2f} TB/s ({share:.0%} of nominal)"
+            )
+    show(table)
+    if png is not None:
+        console.print(f"wrote {png}", markup=False, soft_wrap=True)
+
+
+_COUNTED_IN_DETAILS = {"leaves", "spines", "cores"}
+"""Builder facts that repeat the switch counts of the table's own rows."""
+
+
+def topology_table(file: str, accelerator: str, topo: Any) -> Table:
+    """Devices, switches by tier, links, builder facts and bisection of a topology."""
     from rich.table import Table
 
     table = Table(title=f"{file}: {topo.kind}", show_header=False)
-    table.add_row("devices", f"{topo.num_devices} {cluster.accelerator} on {topo.num_nodes} nodes")
-    for kind, count in topo.count_nodes().items():
-        if kind != "device":
-            table.add_row(f"{kind} switches", str(count))
-    table.add_row("links", f"{topo.num_links} (directed)")
+    table.add_row("devices", f"{topo.num_devices:,} {accelerator} on {topo.num_nodes:,} nodes")
+    names = {
+        "nvswitch": "NVSwitch fabrics (one per node)",
+        "pcie_switch": "PCIe fabrics (one per node)",
+    }
+    names["group_switch"] = "dragonfly switches"
+    for kind in ("nvswitch", "pcie_switch", "leaf", "group_switch", "spine", "core"):
+        count = topo.count_nodes().get(kind)
+        if count:
+            table.add_row(names.get(kind, f"{kind} switches"), f"{count:,}")
+    table.add_row("links", f"{topo.num_links:,} (directed)")
     for key, value in topo.details.items():
-        table.add_row(key, value)
+        if key not in _COUNTED_IN_DETAILS:
+            table.add_row(key, value)
     table.add_row(
-        "bisection", f"{topo.bisection_bandwidth_bytes_per_s / 1e12:.2f} TB/s per direction"
+        "bisection", f"{topo.bisection_bandwidth_bytes_per_s / 1e12:,.2f} TB/s per direction"
     )
-    console.print(table)
-    if png is not None:
-        _draw(topo, png)
-        console.print(f"wrote {png}")
-
-
-def _draw(topo: object, png: Path) -> None:
-    """Draw a small topology with devices at the bottom and switch tiers above."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import networkx as nx
-
-    graph = topo.graph.to_undirected()  # type: ignore[attr-defined]
-    if graph.number_of_nodes() > MAX_DRAWN_NODES:
-        raise fail(
-            f"'--png' draws topologies of at most {MAX_DRAWN_NODES} devices and switches "
-            f"(got {graph.number_of_nodes()}); lower cluster.num_gpus"
-        )
-    tiers = {"device": 0, "nvswitch": 1, "pcie_switch": 1, "leaf": 2, "spine": 3, "core": 4}
-    for node, data in graph.nodes(data=True):
-        graph.nodes[node]["tier"] = tiers.get(data["kind"], 0)
-    if topo.kind == "torus_3d":  # type: ignore[attr-defined]
-        pos = nx.spring_layout(graph, seed=0)
-    else:
-        pos = nx.multipartite_layout(graph, subset_key="tier", align="horizontal")
-    colors = [graph.nodes[n]["tier"] for n in graph.nodes]
-    fig, ax = plt.subplots(figsize=(12, 6))
-    nx.draw_networkx(
-        graph,
-        pos,
-        ax=ax,
-        node_size=30,
-        with_labels=False,
-        node_color=colors,
-        width=0.3,
-        cmap="viridis",
-    )
-    ax.set_axis_off()
-    fig.savefig(png, dpi=150, bbox_inches="tight")
-    plt.close(fig)
+    return table
 
 
 @app.command()
@@ -186,7 +194,8 @@ def collective(
         str,
         typer.Option(
             "--algo",
-            help="ring, tree, hierarchical, halving_doubling, direct, nvls, sharp, torus or auto.",
+            help="ring, tree, nvls, nvls_tree, sharp, torus, hierarchical, halving_doubling, "
+            "direct or auto.",
         ),
     ] = "auto",
     sizes: Annotated[
@@ -195,17 +204,36 @@ def collective(
     protocol: Annotated[
         str, typer.Option("--protocol", help="auto, simple, ll128, ll or none.")
     ] = "auto",
+    network: Annotated[
+        str,
+        typer.Option(
+            "--network",
+            help="nccl (closed form, the default of simtrain run) or flow (flows on the links).",
+        ),
+    ] = "nccl",
+    routing: Annotated[
+        str | None,
+        typer.Option(
+            "--routing",
+            help="Flow model on a Clos: ecmp (hashed paths, collisions) or adaptive "
+            "(least-loaded paths); default: the file's cluster.topology.clos_routing.",
+        ),
+    ] = None,
+    seed: Annotated[
+        int, typer.Option("--seed", min=0, help="Seed of the ECMP hash (flow model).")
+    ] = 0,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print JSON to stdout instead of a table.")
     ] = False,
 ) -> None:
-    """Time one collective over a range of sizes with the flow-level network model.
+    """Time one collective over a range of sizes with a network model.
 
-    Prints an nccl-tests-style table (size, time, algbw, busbw, algorithm).
+    Prints an nccl-tests-style table (size, time, algbw, busbw, algorithm, protocol).
 
     Example: simtrain collective --topology dgx-h100-superpod --ranks 8 --sizes 1M:4G
     """
     from simtrain.network.flow_model import FlowNetworkModel
+    from simtrain.network.nccl import NcclNetwork
 
     size_list = parse_sizes(sizes)
     cluster = load_cluster(topology_file)
@@ -214,7 +242,17 @@ def collective(
             f"'--ranks' must be between 1 and the topology's {cluster.num_gpus} devices "
             f"(got {ranks})"
         )
-    model = FlowNetworkModel.from_cluster(cluster, algorithm=algo, protocol=protocol)
+    if network not in ("nccl", "flow"):
+        raise SpecError(f"'--network' must be one of nccl, flow (got {network!r})")
+    if routing is not None:
+        if routing not in ("ecmp", "adaptive"):
+            raise SpecError(f"'--routing' must be one of ecmp, adaptive (got {routing!r})")
+        spec = cluster.topology.model_copy(update={"clos_routing": routing})
+        cluster = cluster.model_copy(update={"topology": spec})
+    if network == "flow":
+        model = FlowNetworkModel.from_cluster(cluster, algo, protocol, seed=seed)
+    else:
+        model = NcclNetwork.from_cluster(cluster, algorithm=algo, protocol=protocol)
     group = list(range(ranks))
     factor = BUSBW_FACTOR.get(op, lambda n: 1.0)(ranks)
     rows = []
@@ -232,12 +270,11 @@ def collective(
             }
         )
     if as_json:
-        keys = ("size_bytes", "time_s", "algbw_gbps", "busbw_gbps", "algo")
-        typer.echo(json.dumps([{k: row[k] for k in keys} for row in rows], indent=2))
+        typer.echo(json.dumps(rows, indent=2))
         return
     from rich.table import Table
 
-    table = Table(title=f"{op} on {ranks} ranks of {topology_file} (flow model)")
+    table = Table(title=f"{op} on {ranks} ranks of {topology_file} ({network} model)")
     for column in ("size", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "algo", "protocol"):
         table.add_column(column, justify="right")
     for row in rows:
@@ -249,4 +286,4 @@ def collective(
             row["algo"],
             row["protocol"],
         )
-    console.print(table)
+    show(table)

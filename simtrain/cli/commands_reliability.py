@@ -11,7 +11,7 @@ import typer
 if TYPE_CHECKING:
     from rich.table import Table
 
-from simtrain.cli.app import app, console, fail
+from simtrain.cli.app import app, fail, show
 
 DEFAULT_POLICIES = (
     "spec,sync-hourly,sync-young-daly,snapshot,in-memory,elastic,live-migration,redundant"
@@ -76,7 +76,7 @@ def reliability(
     if as_json:
         typer.echo(json.dumps([{k: row[k] for k in JSON_KEYS} for row in rows], indent=2))
         return
-    console.print(policy_table(rows, f"{spec.name}: step {result.step_time_s:.2f} s"))
+    show(policy_table(rows, f"{spec.name}: step {result.step_time_s:.2f} s"))
 
 
 def policy_table(rows: list[dict], title: str) -> Table:

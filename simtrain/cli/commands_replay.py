@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from simtrain.cli.app import app, console, fail
+from simtrain.cli.app import app, fail, show
 from simtrain.cli.commands_core import SetOption
 
 
@@ -45,6 +45,7 @@ def replay(
 
     Example: simtrain replay out/chakra --experiment experiments/quickstart.yaml --json
     """
+    from simtrain.report.terminal import fmt_seconds
     from simtrain.traceio.run import replay_directory
 
     if (experiment is None) == (topology is None):
@@ -72,9 +73,9 @@ def replay(
         ("format", info["format"]),
         ("ranks in trace", f"{info['num_rank_files']} files, world size {report['num_gpus']}"),
         ("accelerator", info["accelerator"]),
-        ("step time", f"{report['step_time_s'] * 1e3:.3f} ms"),
-        ("compute (mean rank)", f"{report['compute_s'] * 1e3:.3f} ms"),
-        ("exposed communication", f"{report['exposed_comm_s'] * 1e3:.3f} ms"),
+        ("step time", fmt_seconds(report["step_time_s"])),
+        ("compute (mean rank)", fmt_seconds(report["compute_s"])),
+        ("exposed communication", fmt_seconds(report["exposed_comm_s"])),
         ("bubble", f"{report['bubble_fraction']:.1%}"),
         ("MFU", f"{report['mfu']:.1%}"),
     ]
@@ -83,13 +84,14 @@ def replay(
         rows.append(
             (
                 "retarget",
-                f"{note['num_reestimated']} re-estimated, {note['num_scaled']} scaled "
-                f"by {note['scale']:.3g}",
+                note.get("note")
+                or f"{note['num_reestimated']:,} re-estimated by the compute model, "
+                f"{note['num_scaled']:,} scaled by {note['scale']:.3g} (peak FLOP/s ratio)",
             )
         )
     for key, value in rows:
         table.add_row(key, str(value))
-    console.print(table)
+    show(table)
 
 
 def _experiment_target(experiment: Path, overrides: list[str]) -> Any:

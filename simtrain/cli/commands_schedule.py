@@ -17,7 +17,7 @@ import typer
 if TYPE_CHECKING:
     from rich.table import Table
 
-from simtrain.cli.app import app, console
+from simtrain.cli.app import app, console, show
 from simtrain.errors import SpecError
 from simtrain.parallel.program import Program
 from simtrain.parallel.schedule_timing import (
@@ -154,10 +154,12 @@ def schedule(
         return
     if grid:
         console.print(format_grid(actions), markup=False, highlight=False)
-    console.print(_table(metrics, program))
+    show(_table(metrics, program))
     summary = title
     if closed is not None:
         summary += f"  (closed form {closed[0]} = {closed[1]:.1%})"
     console.print(summary, markup=False, highlight=False)
     if out is not None:
-        console.print(f"Gantt chart written to {out}", markup=False, highlight=False)
+        console.print(
+            f"Gantt chart written to {out}", markup=False, highlight=False, soft_wrap=True
+        )

@@ -10,10 +10,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 if TYPE_CHECKING:
-    from rich.console import Console
     from rich.table import Table
 
-from simtrain.cli.app import app, console, err_console, fail
+from simtrain.cli.app import app, console, err_console, fail, show
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON to stdout instead of tables.")]
 ExecutorOption = Annotated[
@@ -63,20 +62,24 @@ def _short(field: str) -> str:
     return _SHORT_NAMES.get(name, name)
 
 
-def _fmt(value: Any, digits: int = 3) -> str:
+def _fmt(value: Any) -> str:
+    """A swept value: integers with thousands separators, floats to 4 significant digits."""
     value = _plain(value)
     if value is None:
         return "-"
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
     if isinstance(value, float):
-        return f"{value:,.{digits}g}" if abs(value) < 1e4 else f"{value:,.0f}"
+        return f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:.4g}"
     return str(value)
 
 
-def wide(shared: Console) -> Console:
-    """The shared console on a terminal; a 160-column one when piped (no width to fit)."""
-    from rich.console import Console
-
-    return shared if shared.is_terminal else Console(width=160)
+def _fixed(value: Any, decimals: int) -> str:
+    """A metric with a fixed number of decimals and thousands separators; '-' when missing."""
+    value = _plain(value)
+    return "-" if value is None else f"{value:,.{decimals}f}"
 
 
 def top_table(result: Any, k: int) -> Table:
@@ -86,31 +89,49 @@ def top_table(result: Any, k: int) -> Table:
     sweep = result.sweep
     table = Table(title=f"top {k} of {sweep.name} by {sweep.metric}")
     fields = [*sweep.swept_fields, *(["dp"] if "dp" in result.table else [])]
-    for name in ["#", *map(_short, fields), "step s", "Mtok/s", "MFU", "GB", "$/Mtok"]:
+    for name in ["#", *map(_short, fields), "step s", "tokens/s", "MFU", "GB", "$/Mtok"]:
         table.add_column(name, justify="right", no_wrap=True)
     for rank, (_, row) in enumerate(result.ranked().head(k).iterrows(), start=1):
         table.add_row(
             str(rank),
             *(_fmt(row[f]) for f in fields),
-            f"{row['step_time_s']:.3g}",
-            f"{row['tokens_per_s'] / 1e6:.3g}",
+            _fixed(row["step_time_s"], 3),
+            _fixed(row["tokens_per_s"], 0),
             f"{row['mfu']:.1%}",
-            f"{row['peak_memory_bytes'] / 1e9:.0f}",
-            _fmt(row["usd_per_million_tokens"], 2),
+            _fixed(row["peak_memory_bytes"] / 1e9, 1),
+            _fixed(row["usd_per_million_tokens"], 2),
         )
     return table
 
 
 def counts_line(result: Any) -> str:
-    """One line: configurations by verdict, store reuse and wall time."""
+    """Configurations by verdict, how many were checked now or found in the store, the store.
+
+    Pruned configurations are never simulated: invalid degrees and constraints are judged
+    while enumerating, out-of-memory by the analytical estimate in a worker. So "checked in
+    this run" (memory estimate, then a simulation if it fits) can exceed "simulated".
+    """
     c = result.counts
     pruned = c["invalid"] + c["constraint"] + c["oom"]
     return (
-        f"{c['total']} configurations: {c['ok']} simulated, {pruned} pruned "
-        f"({c['invalid']} invalid, {c['constraint']} by constraints, {c['oom']} out of memory), "
-        f"{c['error']} failed; {c['from_store']} already in the store, {c['evaluated']} run now; "
-        f"{result.wall_time_s:.1f} s; store {result.store_path}"
+        f"{c['total']:,} configurations: {c['ok']:,} simulated, {pruned:,} pruned without "
+        f"simulating ({c['invalid']:,} invalid, {c['constraint']:,} by constraints, "
+        f"{c['oom']:,} out of memory by the estimate), {c['error']:,} failed; "
+        f"{c['evaluated']:,} checked in this run, {c['from_store']:,} found in the store; "
+        f"{result.wall_time_s:.1f} s\nstore: {result.store_path}"
     )
+
+
+def default_store(out: Path | None, sweep_name: str) -> Path:
+    """Where results go without --store: beside --out, else .simtrain/ in the working directory.
+
+    Examples:
+        >>> default_store(Path("out/70b.csv"), "x").as_posix(), default_store(None, "x").as_posix()
+        ('out/70b.sqlite', '.simtrain/x.sqlite')
+    """
+    if out is not None:
+        return out.with_suffix(".sqlite")
+    return Path(".simtrain") / f"{sweep_name}.sqlite"
 
 
 def write_table(table: Any, out: Path) -> None:
@@ -136,7 +157,9 @@ def sweep(
     store: Annotated[
         Path | None,
         typer.Option(
-            "--store", help="SQLite result store (default: .simtrain/<sweep name>.sqlite)."
+            "--store",
+            help="SQLite result store (default: beside --out as <out>.sqlite, else "
+            ".simtrain/<sweep name>.sqlite in the working directory).",
         ),
     ] = None,
     resume: Annotated[
@@ -149,7 +172,12 @@ def sweep(
         Path | None, typer.Option("--out", help="Write every row to results.csv or .parquet.")
     ] = None,
     plot: Annotated[
-        Path | None, typer.Option("--plot", help="Save the Pareto-front plot (PNG/SVG/PDF).")
+        Path | None,
+        typer.Option(
+            "--plot",
+            help="Save the Pareto-front plot (PNG/SVG/PDF; default: beside --out as "
+            "<out>-pareto.png).",
+        ),
     ] = None,
     top: Annotated[
         int | None, typer.Option("--top", min=1, help="Rows of the ranked table (default: top_k).")
@@ -161,14 +189,17 @@ def sweep(
 
     Results are stored as each configuration finishes; after a Ctrl-C or a crash, rerun with
     --resume to continue. Example:
-    simtrain sweep experiments/sweeps/llama3-70b-1024.yaml --out out/70b.csv --plot out/70b.png
+    simtrain sweep experiments/sweeps/llama3-70b-1024.yaml --out out/70b.csv
+    (writes out/70b.csv, the store out/70b.sqlite and the plot out/70b-pareto.png)
     """
     from simtrain.specs.sweep import load_sweep
     from simtrain.sweep import run_sweep
     from simtrain.sweep.pareto import plot_pareto
 
     spec, base = load_sweep(sweep_file)
-    store_path = store or Path(".simtrain") / f"{spec.name}.sqlite"
+    store_path = store or default_store(out, spec.name)
+    if plot is None and out is not None:
+        plot = out.with_name(f"{out.stem}-pareto.png")
     try:
         result = run_sweep(
             spec,
@@ -190,8 +221,16 @@ def sweep(
         ) from None
     if out is not None:
         write_table(result.table, out)
-    if plot is not None:
-        plot_pareto(result.table, plot, title=f"{spec.name}: Pareto fronts")
+    no_plot = None
+    if (
+        plot is not None
+        and plot_pareto(result.table, plot, title=f"{spec.name}: Pareto fronts") is None
+    ):
+        no_plot = (
+            f"no Pareto plot: every simulated configuration has the same GPU count, memory "
+            f"headroom and price (nothing to trade off), so {plot} was not written"
+        )
+        plot = None
     if as_json:
         rows = [
             {
@@ -203,12 +242,13 @@ def sweep(
         typer.echo(json.dumps(rows, indent=1))
         err_console.print(counts_line(result), markup=False)
         return
-    out_console = wide(console)
-    out_console.print(counts_line(result), markup=False, highlight=False)
-    out_console.print(top_table(result, top or spec.top_k))
+    console.print(counts_line(result), markup=False, highlight=False)
+    show(top_table(result, top or spec.top_k))
     written = [str(p) for p in (out, plot) if p is not None]
     if written:
-        console.print(f"wrote {', '.join(written)}", markup=False)
+        console.print(f"wrote {', '.join(written)}", markup=False, soft_wrap=True)
+    if no_plot:
+        console.print(no_plot, markup=False)
 
 
 PLAN_JSON_KEYS: tuple[str, ...] = ("num_gpus", "parallel", "days", "cost_usd")
@@ -321,7 +361,7 @@ def plan(
         )
         typer.echo(json.dumps(out, indent=1))
     else:
-        wide(console).print(plan_table(result))
+        show(plan_table(result))
         for label, o in (("cheapest meeting the deadline", result.cheapest),
                          ("fastest within the budget", result.fastest)):  # fmt: skip
             if o is not None:

@@ -22,9 +22,15 @@ Family = Literal["ring", "tree", "nvls", "collnet"]
 """NCCL algorithm family whose protocol latencies and bandwidth factors apply."""
 
 PIPELINE_CHUNK_BYTES = 512 * 1024
-"""Chunk a pipelined algorithm (tree, chain broadcast) streams per step: NCCL's default
-4 MiB buffer split into NCCL_STEPS = 8 slots (NVIDIA/nccl ``src/include/device.h``;
-not in the shared reference set)."""
+"""Largest chunk a pipelined algorithm (tree, chain broadcast) streams per step: NCCL's
+default 4 MiB buffer split into NCCL_STEPS = 8 slots (NVIDIA/nccl ``src/include/device.h``;
+not in the reference set)."""
+MIN_PIPELINE_CHUNK_BYTES = 32 * 1024
+"""Smallest chunk: NCCL halves a tree's chunk while the message holds fewer chunks per
+channel than the tree is deep, down to 32 KiB (NVIDIA/nccl ``src/enqueue.cc``; not in the
+reference set)."""
+CHUNKS_PER_DEPTH = 4
+"""Chunks per hop of pipeline depth that the chunk size aims for (same source)."""
 
 
 @dataclass(frozen=True)
@@ -193,6 +199,38 @@ def merge_schedules(schedules: Sequence[Schedule]) -> Schedule:
     return Schedule(phases, first.family, first.efficiency)
 
 
-def pipeline_chunks(size_bytes: float) -> int:
-    """Chunks a pipelined algorithm splits ``size_bytes`` into (at least one)."""
-    return max(1, int(np.ceil(size_bytes / PIPELINE_CHUNK_BYTES)))
+def pipeline_chunk_bytes(size_bytes: float, depth: int) -> float:
+    """Chunk of a pipeline ``depth`` hops deep streaming ``size_bytes`` per flow.
+
+    About ``CHUNKS_PER_DEPTH`` chunks per hop, between the smallest and largest chunk, and
+    never more than the message. The chunk grows with the message, so the pipeline's time
+    does too (see :func:`pipelined_phases`).
+
+    Examples:
+        >>> pipeline_chunk_bytes(2**30, 10), pipeline_chunk_bytes(1e6, 10)
+        (524288, 32768)
+        >>> pipeline_chunk_bytes(1000.0, 10)
+        1000.0
+    """
+    chunk = min(
+        PIPELINE_CHUNK_BYTES, max(MIN_PIPELINE_CHUNK_BYTES, size_bytes / (CHUNKS_PER_DEPTH * depth))
+    )
+    return min(chunk, size_bytes)
+
+
+def pipelined_phases(
+    src: np.ndarray, dst: np.ndarray, size_bytes: float, depth: int, latency_count: int
+) -> tuple[Phase, Phase]:
+    """Flows streaming ``size_bytes`` each through a pipeline ``depth`` hops deep.
+
+    A pipeline of chunk c on flows of s bytes runs s / c + depth - 1 chunk steps: the whole
+    message once, plus ``depth - 1`` chunks to fill and drain the pipe. The first phase moves
+    the message (paying the ``latency_count`` hop latencies), the second the fill and drain,
+    on the same flows. Time is then s + (depth - 1)·c(s) over the flows' rate: non-decreasing
+    in s, because the chunk c(s) is (a whole number of chunks would make it jump down each
+    time the message needs one more).
+    """
+    chunk = pipeline_chunk_bytes(size_bytes, max(depth, 1))
+    stream = Phase.of(src, dst, size_bytes, latency_count=latency_count)
+    fill = Phase.of(src, dst, chunk, repeat=max(depth - 1, 0), latency_count=0)
+    return stream, fill

@@ -6,7 +6,7 @@ multicast it back (S/k up, S down to each rank): S·(k+1)/k bytes per direction 
 instead of the ring's 2(k-1)/k · S. The switch's multimem throughput is lower than plain
 NVLink streaming; fitting the measured 8 x H100 figure, busbw ≈ 480 GB/s = B·2(k-1)/(k+1)
 gives B = 480·9/14 = 308.6 GB/s per direction, 0.834 of the 370 GB/s ring calibration
-(``shared/reference/collectives.md`` §6.1, nccl-tests#212). The same B reproduces the
+(``docs/references/collectives.md`` §6.1, nccl-tests#212). The same B reproduces the
 user-measured 460 (k=7), 440 (k=6), 420 (k=5) and 370 (k=4) GB/s of NVIDIA/nccl#1455 within
 3 %, which supports the traffic model.
 
@@ -22,7 +22,7 @@ reduced stream per tree upward, whatever the number of nodes below it.
 Both multi-node schedules run their intra- and inter-node parts one after another, without
 NCCL's chunk-level overlap, so they are upper bounds (e.g. 2 x 8 H100 NVLS all-reduce gives
 ≈200 GB/s busbw here; a user measured ≈343 GB/s on 2 x 8 H20 with NVLS + SHARP,
-collectives.md §6.2, NVIDIA/nccl#1244).
+docs/references/collectives.md §6.2, NVIDIA/nccl#1244).
 """
 
 from __future__ import annotations
@@ -36,9 +36,12 @@ from simtrain.network.flow import Phase
 from simtrain.topology.base import Topology
 
 NVLS_BUSBW_8XH100_BYTES_PER_S = 480e9
-"""Measured NVLS all-reduce busbw on 8 x H100 (collectives.md §6.1)."""
+"""Measured NVLS all-reduce busbw on 8 x H100 (docs/references/collectives.md §6.1)."""
 RING_BUSBW_8XH100_BYTES_PER_S = 370e9
-"""Measured ring busbw on 8 x H100, the catalog's NVLink4 calibration (collectives.md §6.1)."""
+"""Measured ring busbw on 8 x H100, the catalog's NVLink4 calibration.
+
+Source: docs/references/collectives.md §6.1.
+"""
 NVLS_EFFICIENCY = NVLS_BUSBW_8XH100_BYTES_PER_S * 9 / 14 / RING_BUSBW_8XH100_BYTES_PER_S
 """Share of the ring-calibrated NVLink bandwidth that NVLS multimem traffic reaches."""
 

@@ -8,7 +8,7 @@ reverse. Each stage along a dimension of n chips takes n-1 ring steps.
 
 On a 16x16x16 TPU v4 pod every link is busy all the time: all-reduce bus bandwidth
 ≈ 6 links x 44.8 GB/s = 269 GB/s per chip, i.e. 4,096 x 269 GB/s = 1.1 PB/s, the published
-pod all-reduce bandwidth (``shared/reference/hardware.md`` §7.1, TPU v4 row), from link
+pod all-reduce bandwidth (``docs/references/hardware.md`` §7.1, TPU v4 row), from link
 rates that also reproduce the published 24 TB/s bisection (``topology/torus.py``).
 """
 
@@ -22,7 +22,9 @@ from simtrain.network.flow import Phase
 from simtrain.topology.base import Topology
 
 
-def _stage(shape: tuple[int, int, int], dims: list[int], data_bytes: list[float]) -> Phase | None:
+def _stage(
+    shape: tuple[int, int, int], dims: list[int], data_bytes: list[float], first: int
+) -> Phase | None:
     """One ring step of every channel c along ``dims[c]`` on ``data_bytes[c]`` per chip.
 
     The phase repeats for the longest ring; shorter rings spread their bytes over it.
@@ -42,8 +44,8 @@ def _stage(shape: tuple[int, int, int], dims: list[int], data_bytes: list[float]
         for step in directions:
             moved = coords.copy()
             moved[dim] = (moved[dim] + step) % n
-            srcs.append(chips)
-            dsts.append(np.ravel_multi_index(tuple(moved), shape, order="F"))
+            srcs.append(first + chips)
+            dsts.append(first + np.ravel_multi_index(tuple(moved), shape, order="F"))
             sizes.append(np.full(chips.size, per_step))
     return Phase.of(np.concatenate(srcs), np.concatenate(dsts), np.concatenate(sizes), steps)
 
@@ -53,22 +55,25 @@ def torus(kind: str, devices: np.ndarray, size_bytes: float, topology: Topology)
     """Multi-dimensional ring schedule of ``kind`` (see the module docstring).
 
     Raises:
-        SpecError: not a wrap-around torus, or a group that is not the whole torus in
-            chip order.
+        SpecError: not a wrap-around torus, or a group that is not one whole slice (the
+            whole torus) in chip order.
     """
     shape = topology.torus_shape
-    if shape is None or not np.array_equal(devices, np.arange(topology.num_devices)):
+    per_slice = topology.chips_per_slice or topology.num_devices
+    first = int(devices[0]) if devices.size else 0
+    whole = first % per_slice == 0 and np.array_equal(devices, first + np.arange(per_slice))
+    if shape is None or not whole:
         raise SpecError(
-            "'algo' torus needs a torus_3d topology with wrap-around and a group of all its "
-            f"chips in order (got {devices.size} of {topology.num_devices} devices on "
-            f"{topology.kind}; use ring)"
+            "'algo' torus needs a torus_3d topology with wrap-around and a group of all the "
+            f"chips of one slice in order (got {devices.size} devices of slices of "
+            f"{per_slice} on {topology.kind}; use ring)"
         )
     channel_bytes = size_bytes / 3
     reduce_stages = []
     shard = [channel_bytes] * 3
     for stage in range(3):
         dims = [(c + stage) % 3 for c in range(3)]
-        reduce_stages.append(_stage(shape, dims, shard))
+        reduce_stages.append(_stage(shape, dims, shard, first))
         shard = [s / shape[d] for s, d in zip(shard, dims, strict=True)]
     gather_stages = reduce_stages[::-1]
     stages = {

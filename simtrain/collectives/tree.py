@@ -6,24 +6,22 @@ leaves of one tree are inner vertices of the other, and each tree carries half t
 Inside a node the ranks form a chain whose head joins the tree. As for rings, one tree runs
 per NIC (channel), alternating the two shapes, each entering a node at a different rank.
 
-All-reduce reduces up and broadcasts down at the same time, streaming chunks: with k chunks
-and a depth of d hops the pipeline runs k + 2d - 1 steps and pays the hop latency 2d times.
+All-reduce reduces up and broadcasts down at the same time, streaming chunks through a
+pipeline 2d hops deep (d hops up, d down): the whole message plus 2d - 1 chunks to fill and
+drain the pipe, paying the hop latency 2d times; the chunk is sized to the message, the
+channels and the depth (``base.pipelined_phases``), so time grows with the message.
 Bandwidth: NCCL models the tree at 0.92 x 0.85 of the ring's bus bandwidth
-(``shared/reference/collectives.md`` §6.3, "Tree (any protocol) × 0.92" and "Tree using the
-TREE pattern additional × 0.85"), which matches the measured Tree/Ring ratio of 150/190 on
-5 x 8 H100 (§6.2, NVIDIA/nccl#1368).
+(``docs/references/collectives.md`` §6.3, ``protocols.TREE_EFFICIENCY``), which matches the
+measured Tree/Ring ratio of 150/190 on 5 x 8 H100 (§6.2, NVIDIA/nccl#1368).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from simtrain.collectives.base import GroupLayout, Schedule, pipeline_chunks, register
-from simtrain.network.flow import Phase
+from simtrain.collectives.base import GroupLayout, Schedule, pipelined_phases, register
+from simtrain.collectives.protocols import TREE_EFFICIENCY
 from simtrain.topology.base import LINK_CLASSES, Topology
-
-TREE_EFFICIENCY = 0.92 * 0.85
-"""Tree bus bandwidth relative to the ring's (collectives.md §6.3)."""
 
 
 def tree_edges(
@@ -52,7 +50,6 @@ def tree(kind: str, devices: np.ndarray, size_bytes: float, topology: Topology) 
     """Double-binary-tree schedule of ``kind`` (see the module docstring)."""
     layout = GroupLayout.of(devices, topology)
     channels = max(layout.num_channels(topology), 2) if layout.num_nodes > 1 else 1
-    chunks = pipeline_chunks(size_bytes / channels)
     srcs, dsts, depth = [], [], 0
     for c in range(channels):
         child, parent, d = tree_edges(layout, c, channels)
@@ -64,12 +61,12 @@ def tree(kind: str, devices: np.ndarray, size_bytes: float, topology: Topology) 
             srcs.append(devices[parent])
             dsts.append(devices[child])
     passes = 2 if kind == "all_reduce" else 1
-    phase = Phase.of(
+    phases = pipelined_phases(
         np.concatenate(srcs),
         np.concatenate(dsts),
-        size_bytes / (channels * chunks),
-        repeat=chunks + passes * depth - 1,
+        size_bytes / channels,
+        depth=passes * depth,
         latency_count=passes * depth,
     )
     efficiency = tuple((name, TREE_EFFICIENCY) for name in LINK_CLASSES)
-    return Schedule((phase,), family="tree", efficiency=efficiency)
+    return Schedule(phases, family="tree", efficiency=efficiency)

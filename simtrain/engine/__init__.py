@@ -5,11 +5,18 @@ from __future__ import annotations
 from simtrain.compute.roofline import ComputeModel
 from simtrain.engine.core import EngineResult, execute
 from simtrain.engine.host import with_host_stream
-from simtrain.engine.timing import contended_durations, task_durations
+from simtrain.engine.timing import collective_choices, contended_durations, task_durations
 from simtrain.network.base import NetworkModel
 from simtrain.parallel.program import Program
 
-__all__ = ["EngineResult", "contended_durations", "execute", "run_program", "task_durations"]
+__all__ = [
+    "EngineResult",
+    "collective_choices",
+    "contended_durations",
+    "execute",
+    "run_program",
+    "task_durations",
+]
 
 
 def run_program(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from simtrain.network.base import CollectiveKind
+from simtrain.network.base import CollectiveKind, CollectiveTiming
 from simtrain.network.flow_model import FlowNetworkModel
 from simtrain.parallel.layout import RankLayout
 
@@ -66,3 +66,14 @@ class ReplicatedNetwork:
                 "send_recv", pairs, size_bytes
             )
         return cached
+
+    def time_collective(
+        self, kind: str, ranks: Sequence[int], size_bytes: float
+    ) -> CollectiveTiming:
+        """Time with all replicas, and the algorithm and protocol chosen for one group."""
+        alone = self.network.time_collective(kind, ranks, size_bytes)
+        if kind == "send_recv":
+            time_s = self.p2p_time_s(ranks[0], ranks[1], size_bytes)
+        else:
+            time_s = self.collective_time_s(kind, ranks, size_bytes)  # type: ignore[arg-type]
+        return CollectiveTiming(time_s, alone.algorithm, alone.protocol)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from simtrain.compute.roofline import ComputeModel
-from simtrain.network.base import NetworkModel
+from simtrain.network.base import DescribedNetwork, NetworkModel
 from simtrain.parallel.program import Program
 
 
@@ -58,3 +58,41 @@ def contended_durations(program: Program, compute: ComputeModel) -> list[float] 
             cached = cache[id(task.ops)] = compute.task_time_s(task.ops, contended=True)
         out.append(cached)
     return out
+
+
+def collective_choices(program: Program, network: NetworkModel) -> list[tuple[str, str]]:
+    """(algorithm, protocol) of the communication of every task.
+
+    Empty strings for compute and fixed-duration tasks, and when ``network`` does not
+    describe its choices (:class:`~simtrain.network.base.DescribedNetwork`).
+    A task of several communication ops lists each distinct choice, joined by ``+``.
+    Lookups hit the network model's cache filled by :func:`task_durations`.
+    """
+    empty = ("", "")
+    if not isinstance(network, DescribedNetwork):
+        return [empty] * len(program.tasks)
+    choices = []
+    seen: dict[tuple[int, tuple[int, ...]], tuple[str, str]] = {}
+    for task in program.tasks:
+        if task.stream == "compute" or task.duration_s is not None or not task.ops:
+            choices.append(empty)
+            continue
+        key = (id(task.ops), task.group)
+        known = seen.get(key)
+        if known is not None:
+            choices.append(known)
+            continue
+        algorithms, protocols = [], []
+        for op in task.ops:
+            if op.kind == "p2p":
+                timing = network.time_collective(
+                    "send_recv", (task.group[0], task.group[1]), op.comm_bytes
+                )
+            else:
+                timing = network.time_collective(op.comm, task.group, op.comm_bytes)
+            if timing.algorithm not in algorithms:
+                algorithms.append(timing.algorithm)
+            if timing.protocol not in protocols:
+                protocols.append(timing.protocol)
+        choices.append(seen.setdefault(key, ("+".join(algorithms), "+".join(protocols))))
+    return choices

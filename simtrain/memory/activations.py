@@ -1,7 +1,7 @@
 """Activation memory: bytes per layer (Korthikanti et al. 2022) and microbatches in flight.
 
 Per transformer layer and microbatch, with 16-bit activations and 1-byte dropout masks,
-Korthikanti's Table 2 (``shared/reference/training-runs.md`` §2.4; a heads, b microbatch,
+Korthikanti's Table 2 (``docs/references/training-runs.md`` §2.4; a heads, b microbatch,
 t tensor-parallel degree):
 
 =============================  ==========================================

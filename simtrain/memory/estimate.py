@@ -3,25 +3,30 @@
 The peak of a rank is reached when its schedule holds the most microbatches in flight (taken
 from the schedule's action lists, :func:`~simtrain.memory.activations.peak_inflight`; 1F1B
 gives p-i on stage i, GPipe m, interleaved p·(1 + (p-1)/(p·v)) on the first rank,
-``pipeline-theory.md`` §9). On top of the layers' activations come Korthikanti's extra terms
-(training-runs.md §2.4): the embedding dropout mask on the rank of stage 0 (s·b·h per
-microbatch in flight, /t under SP) and the final norm, output layer and fp32 logits on the rank
-of the last stage (4·s·b·h/t·(1 + V/h), for the one microbatch between its forward and loss
-backward). Full recompute adds one layer's rematerialised activations during a backward.
+``docs/references/pipeline-theory.md`` §9). On top of the layers' activations come
+Korthikanti's extra terms (docs/references/training-runs.md §2.4): the embedding dropout mask
+on the rank of stage 0 (s·b·h per microbatch in flight, /t under SP) and the final norm,
+output layer and fp32 logits on the rank of the last stage (4·s·b·h/t·(1 + V/h), for the one
+microbatch between its forward and loss backward). Full recompute adds one layer's
+rematerialised activations during a backward.
 
 Buffers: pipeline send/receive of activations and gradients (4·2·s·b·h, /t under SP), the
 sequence-parallel all-gather buffer (2·s·b·h), the data-parallel bucket being reduced when
 gradients are sharded (ZeRO >= 2), ZeRO-3 gathers of the current and the prefetched layer, and
-the expert all-to-all send/receive buffers. Not modelled: the CUDA context, NCCL's internal
-buffers and allocator fragmentation (often 1-5 GB in practice).
+the expert all-to-all send/receive buffers. The software stack (its framework profile) adds
+what it keeps beyond that: the runtime's reserve (CUDA context, library workspaces) and the
+caching allocator's fragmentation, and the bytes its loss keeps per logit.
 
-An estimate that exceeds the capacity is a verdict (``fits`` is False), never an exception.
+The verdict has three values: ``fits``, ``near_limit`` (within the stack's memory-model
+uncertainty of the capacity, either side) and ``oom``; only ``oom`` is out of memory
+(``fits`` is False). It is a verdict, never an exception.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from simtrain.catalog.frameworks import get_framework
 from simtrain.memory.activations import ACT_BYTES, MASK_BYTES, layer_activation_bytes, peak_inflight
 from simtrain.memory.model_states import (
     WEIGHT_BYTES,
@@ -31,7 +36,9 @@ from simtrain.memory.model_states import (
     rank_stages,
 )
 from simtrain.parallel.schedules import Action, get_schedule
+from simtrain.parallel.stages import chunk_layers, recomputed_layers
 from simtrain.specs.experiment import ExperimentSpec
+from simtrain.specs.framework_resolve import effective_zero_stage
 from simtrain.workload.primitives import FP8_DTYPES
 
 
@@ -53,6 +60,10 @@ class MemoryEstimate:
         inflight_microbatches: peak microbatches in flight on this rank, in units of one
             pipeline stage (num_layers / pp layers): an interleaved chunk counts 1/v.
         breakdown_bytes: bytes by finer item (``activations.layers``, ``buffers.pp_p2p``, ...).
+        overhead_bytes: what the stack holds beyond tensors it allocates on purpose: runtime
+            (CUDA context, library workspaces) and caching-allocator fragmentation.
+        near_limit_bytes: half-width of the band around the capacity where the verdict is
+            ``near_limit`` (the stack's memory-model uncertainty).
     """
 
     stage: int
@@ -65,6 +76,8 @@ class MemoryEstimate:
     chunk_activation_bytes: float
     inflight_microbatches: float
     breakdown_bytes: dict[str, float] = field(default_factory=dict)
+    overhead_bytes: float = 0.0
+    near_limit_bytes: float = 0.0
 
     @property
     def peak_bytes(self) -> float:
@@ -75,12 +88,36 @@ class MemoryEstimate:
             + self.optimizer_bytes
             + self.activations_bytes
             + self.buffers_bytes
+            + self.overhead_bytes
         )
 
     @property
+    def verdict(self) -> str:
+        """``fits``, ``near_limit`` or ``oom`` (see :func:`memory_verdict`)."""
+        return memory_verdict(self.peak_bytes, self.capacity_bytes, self.near_limit_bytes)
+
+    @property
     def fits(self) -> bool:
-        """Whether the peak fits in the device memory (False = out of memory)."""
-        return self.peak_bytes <= self.capacity_bytes
+        """False only when the peak exceeds the capacity beyond the near-limit band."""
+        return self.verdict != "oom"
+
+
+def memory_verdict(peak_bytes: float, capacity_bytes: float, band_bytes: float) -> str:
+    """``fits`` below capacity - band, ``oom`` above capacity + band, ``near_limit`` between.
+
+    Near the limit the memory model cannot say (allocator fragmentation, workspaces and
+    kernel choices move the real peak by a few GB), so neither a sweep nor a planner should
+    throw such a layout away, and neither should a user trust it blindly.
+
+    Examples:
+        >>> [memory_verdict(p, 80e9, 4e9) for p in (70e9, 78e9, 83e9, 90e9)]
+        ['fits', 'near_limit', 'near_limit', 'oom']
+    """
+    if peak_bytes > capacity_bytes + band_bytes:
+        return "oom"
+    if peak_bytes >= capacity_bytes - band_bytes:
+        return "near_limit"
+    return "fits"
 
 
 def _activations(
@@ -92,9 +129,17 @@ def _activations(
     sp_div = t if p.sp and t > 1 else 1
     stages = rank_stages(p.pp, p.vpp, p.pipeline_schedule, stage)
     layers = rank_params(spec, stage).layers
+    chunks = chunk_layers(m.num_layers, p.pp * p.vpp)
+    full = frozenset().union(
+        *(recomputed_layers(chunks[s], p.recompute_layer_fraction) for s in stages)
+    )
+
+    def mode(layer: int) -> str:
+        return "none" if p.recompute == "full" and layer not in full else p.recompute
+
     fp8 = spec.training.dtype in FP8_DTYPES
     per_layer = [
-        layer_activation_bytes(m, b, t, p.sp, p.recompute, p.cp, m.is_moe_layer(i), flash, fp8)
+        layer_activation_bytes(m, b, t, p.sp, mode(i), p.cp, m.is_moe_layer(i), flash, fp8)
         for i in layers
     ]
     count = peak_inflight(actions)
@@ -108,7 +153,9 @@ def _activations(
     if 0 in stages and m.embedding_norm:  # the norm's input, kept for its backward
         items["activations.embedding_norm"] = ACT_BYTES * sbh * peak_inflight(actions, {0}) / sp_div
     if p.pp * p.vpp - 1 in stages:
-        logits = 4 * m.seq_length / p.cp * b * m.vocab_size / t
+        # what the stack's loss keeps per logit (Korthikanti §4: 4 bytes, fp32 logits)
+        per_logit = get_framework(spec.training.framework).memory.logits_bytes_per_element
+        logits = per_logit * m.seq_length / p.cp * b * m.vocab_size / t
         items["activations.output_layer"] = 4 * sbh / sp_div + logits
     if p.recompute == "full" and layers:
         items["activations.recompute_working"] = max(
@@ -129,8 +176,15 @@ def _buffers(spec: ExperimentSpec, stage: int) -> dict[str, float]:
         items["buffers.sp_all_gather"] = ACT_BYTES * sbh
     if p.zero_stage >= 2 and (p.dp or 1) * p.cp > 1:
         items["buffers.dp_bucket"] = float(p.grad_bucket_size_bytes)
-    if p.zero_stage == 3:
-        items["buffers.zero3_gather"] = 2 * WEIGHT_BYTES * rank_params(spec, stage).largest_layer
+    if effective_zero_stage(spec) == 3:
+        # The layer being computed plus what the stack prefetches (FSDP: one unit ahead;
+        # DeepSpeed: up to its prefetch bucket).
+        sharding = get_framework(spec.training.framework).sharding
+        unit = WEIGHT_BYTES * rank_params(spec, stage).largest_layer
+        ahead = sharding.prefetch_units * unit
+        if sharding.gather_granularity != "per_unit":
+            ahead = min(ahead, sharding.prefetch_bytes)
+        items["buffers.zero3_gather"] = unit + ahead
     if p.ep > 1 and m.is_moe:
         items["buffers.ep_all_to_all"] = 2 * ACT_BYTES * sbh * m.moe_top_k / sp_div
     return items
@@ -155,6 +209,13 @@ def estimate_stage_memory(
     fp8_copies = fp8_copy_bytes(spec, stage)
     activations, chunk, inflight = _activations(spec, stage, actions)
     buffers = _buffers(spec, stage)
+    habits = get_framework(spec.training.framework).memory
+    transient = sum(activations.values()) + sum(buffers.values())
+    overhead = {
+        "overhead.runtime": habits.runtime_reserved_bytes,
+        "overhead.allocator": habits.allocator_overhead_fraction * transient,
+    }
+    overhead = {k: v for k, v in overhead.items() if v > 0}
     breakdown = {
         "weights": states.weights,
         **({"weights.fp8_copies": fp8_copies} if fp8_copies else {}),
@@ -162,6 +223,7 @@ def estimate_stage_memory(
         "optimizer": states.optimizer,
         **activations,
         **buffers,
+        **overhead,
     }
     return MemoryEstimate(
         stage=stage,
@@ -174,6 +236,8 @@ def estimate_stage_memory(
         chunk_activation_bytes=chunk,
         inflight_microbatches=inflight,
         breakdown_bytes=breakdown,
+        overhead_bytes=sum(overhead.values()),
+        near_limit_bytes=habits.near_limit_fraction * capacity_bytes,
     )
 
 

@@ -80,7 +80,8 @@ def resolve_price(spec: ExperimentSpec) -> tuple[float | None, str]:
     preset = folded.get(spec.cluster.accelerator.lower())
     if preset is None:
         return None, (
-            f"no price: hardware.md §7.4 lists none for {spec.cluster.accelerator}; "
+            f"no price: docs/references/hardware.md §7.4 lists none for "
+            f"{spec.cluster.accelerator}; "
             "set cost.usd_per_gpu_hour"
         )
     return preset.usd_per_gpu_hour, f"{preset.offer}, {preset.date} ({preset.source})"

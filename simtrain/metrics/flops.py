@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from simtrain.parallel.stages import recomputed_layer_count
 from simtrain.specs.experiment import ExperimentSpec
 from simtrain.specs.model import ModelSpec
 from simtrain.workload.counts import (
@@ -64,7 +65,11 @@ def step_flops(spec: ExperimentSpec) -> StepFlops:
     """Model and hardware FLOPs of one step of ``spec``."""
     sequences = spec.parallel.global_batch_size
     model = sequences * model_flops_per_sequence(spec.model)
-    extra = sequences * recompute_flops_per_sequence(spec.model, spec.parallel.recompute)
+    p = spec.parallel
+    extra = sequences * recompute_flops_per_sequence(spec.model, p.recompute)
+    if p.recompute == "full" and p.recompute_layer_fraction < 1:
+        layers = spec.model.num_layers
+        extra *= recomputed_layer_count(layers, p.pp * p.vpp, p.recompute_layer_fraction) / layers
     return StepFlops(model=model, hardware=model + extra)
 
 

@@ -23,11 +23,19 @@ class MemorySummary:
     peak_bytes: float
     capacity_bytes: float
     breakdown_bytes: dict[str, float]
+    near_limit_bytes: float = 0.0
+
+    @property
+    def verdict(self) -> str:
+        """``fits``, ``near_limit`` or ``oom`` (``simtrain.memory.memory_verdict``)."""
+        from simtrain.memory.estimate import memory_verdict
+
+        return memory_verdict(self.peak_bytes, self.capacity_bytes, self.near_limit_bytes)
 
     @property
     def fits(self) -> bool:
-        """Whether the peak fits in device memory."""
-        return self.peak_bytes <= self.capacity_bytes
+        """False only when the peak exceeds the capacity beyond the near-limit band."""
+        return self.verdict != "oom"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (report key ``memory``)."""
@@ -35,6 +43,8 @@ class MemorySummary:
             "peak_bytes": self.peak_bytes,
             "capacity_bytes": self.capacity_bytes,
             "fits": self.fits,
+            "verdict": self.verdict,
+            "near_limit_bytes": self.near_limit_bytes,
             "breakdown_bytes": dict(self.breakdown_bytes),
         }
 
@@ -59,6 +69,8 @@ class SimulationResult:
             timing its tasks excluded).
         wall_time_s: host seconds the simulation took (build + replay).
         version: simtrain version that produced the result.
+        comm_choices: (algorithm, protocol) of each task's communication, as the network
+            model chose them (empty strings for compute tasks).
     """
 
     spec: ExperimentSpec
@@ -78,6 +90,7 @@ class SimulationResult:
     version: str = ""
     calibration: dict[str, str] = field(default_factory=dict)
     """Name, provenance (fitted / inherited / assumed) and source of the compute constants."""
+    comm_choices: list[tuple[str, str]] = field(default_factory=list, repr=False)
 
     @property
     def num_gpus(self) -> int:

@@ -6,7 +6,7 @@ group that spans nodes is limited by the slower of the scale-up fabric and the n
 usable by the group: with k group members per node, NCCL runs one ring per NIC and each ring
 crosses every node boundary once, so the node's share of ring traffic leaves through
 min(k, NICs) NICs. For 2 x DGX A100 with 8 HDR NICs that gives min(230, 8 x 24) = 192 GB/s
-busbw, the measured figure in ``shared/reference/collectives.md`` §6.2.
+busbw, the measured figure in ``docs/references/collectives.md`` §6.2.
 
 Ring costs (n ranks, bandwidth B, per-step latency α; sizes as in ``network.base``):
 
@@ -28,7 +28,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from simtrain.catalog import get_accelerator, get_link
-from simtrain.network.base import CollectiveKind
+from simtrain.network.base import CollectiveKind, CollectiveTiming
 from simtrain.specs.cluster import ClusterSpec
 from simtrain.specs.hardware import LinkSpec
 
@@ -96,6 +96,17 @@ class AlphaBetaNetwork:
             raise ValueError(f"unknown collective kind {kind!r}")
         self._cache[key] = time_s
         return time_s
+
+    def time_collective(
+        self, kind: str, ranks: Sequence[int], size_bytes: float
+    ) -> CollectiveTiming:
+        """Time of one collective, as a ring (direct all-to-all, one transfer for send/recv)."""
+        if kind == "send_recv" and len(ranks) == 2:
+            time_s = self.p2p_time_s(ranks[0], ranks[1], size_bytes)
+        else:
+            time_s = self.collective_time_s(kind, ranks, size_bytes)  # type: ignore[arg-type]
+        algorithm = {"all_to_all": "direct", "send_recv": "p2p"}.get(kind, "ring")
+        return CollectiveTiming(time_s, algorithm if time_s > 0 else "none", "none")
 
     def _all_to_all_s(self, ranks: Sequence[int], size_bytes: float) -> float:
         """Bandwidth term of a direct all-to-all: each rank sends size/n to every other."""

@@ -13,12 +13,22 @@ bandwidth reported by ``simtrain collective`` compares directly with published b
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
 CollectiveKind = Literal[
     "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce", "send_recv"
 ]
 COLLECTIVE_KINDS: tuple[str, ...] = CollectiveKind.__args__  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class CollectiveTiming:
+    """Time of one collective and the algorithm and protocol that achieve it."""
+
+    time_s: float
+    algorithm: str
+    protocol: str
 
 
 @runtime_checkable
@@ -33,6 +43,17 @@ class NetworkModel(Protocol):
 
     def p2p_time_s(self, src: int, dst: int, size_bytes: float) -> float:
         """Seconds to move ``size_bytes`` from global rank ``src`` to ``dst``."""
+        ...
+
+
+@runtime_checkable
+class DescribedNetwork(NetworkModel, Protocol):
+    """A network model that also says which algorithm and protocol a collective runs."""
+
+    def time_collective(
+        self, kind: str, ranks: Sequence[int], size_bytes: float
+    ) -> CollectiveTiming:
+        """Time, algorithm and protocol of one collective (``send_recv`` for a transfer)."""
         ...
 
 

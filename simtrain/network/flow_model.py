@@ -2,7 +2,8 @@
 
 One collective is timed in isolation: the chosen algorithm turns it into phases of flows,
 each phase runs through the max-min fair flow model on the topology's routes, and NCCL's
-protocol costs are added (base latency once, per-step hop latency, bandwidth share). With
+protocol costs are added (base latency once, per-step hop latency, bandwidth share, and the
+collective library's calibrated fixed cost per call). With
 ``algorithm="auto"`` and ``protocol="auto"`` every valid pair among the algorithms NCCL
 implements for the collective is timed and the fastest wins,
 as NCCL's tuner does with its own cost model. Results are cached by (kind, devices, size).
@@ -15,14 +16,14 @@ alpha-beta view, where an uncontended ring all-reduce takes exactly
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
+from simtrain.catalog.collective_calibration import collective_calibration_for
 from simtrain.collectives import ALGORITHMS, FAMILY_PROTOCOLS, PROTOCOLS, Schedule, get_algorithm
 from simtrain.collectives.base import merge_schedules
 from simtrain.errors import SpecError
-from simtrain.network.base import COLLECTIVE_KINDS, CollectiveKind
+from simtrain.network.base import COLLECTIVE_KINDS, CollectiveKind, CollectiveTiming
 from simtrain.network.flow import Phase, transfer_time_s
 from simtrain.specs.cluster import ClusterSpec
 from simtrain.specs.experiment import ExperimentSpec
@@ -52,15 +53,6 @@ TORUS_AUTO_ALGORITHMS: dict[str, tuple[str, ...]] = {
 direct exchanges, the patterns of XLA's torus collectives."""
 
 
-@dataclass(frozen=True)
-class CollectiveTiming:
-    """Time of one collective and the algorithm and protocol that achieve it."""
-
-    time_s: float
-    algorithm: str
-    protocol: str
-
-
 class FlowNetworkModel:
     """Times collectives on a topology with the flow-level model (see the module docstring).
 
@@ -69,6 +61,8 @@ class FlowNetworkModel:
         algorithm: a registered algorithm name or ``auto``.
         protocol: ``auto``, ``none``, ``simple``, ``ll128`` or ``ll``.
         placement: device index of every global rank; omit for rank r on device r.
+        overhead_s: fixed cost of every call under an NCCL protocol (the calibration's
+            ``launch_overhead_s``; ``from_cluster`` looks it up).
     """
 
     def __init__(
@@ -77,6 +71,7 @@ class FlowNetworkModel:
         algorithm: str = "auto",
         protocol: str = "auto",
         placement: Sequence[int] | None = None,
+        overhead_s: float = 0.0,
     ) -> None:
         if algorithm != "auto":
             get_algorithm(algorithm)
@@ -87,6 +82,7 @@ class FlowNetworkModel:
         self.topology = topology
         self.algorithm = algorithm
         self.protocol = protocol
+        self.overhead_s = overhead_s
         self.placement = (
             np.arange(topology.num_devices)
             if placement is None
@@ -108,9 +104,16 @@ class FlowNetworkModel:
         algorithm: str = "auto",
         protocol: str = "auto",
         placement: Sequence[int] | None = None,
+        seed: int = 0,
     ) -> FlowNetworkModel:
-        """Build the topology of ``cluster`` and the model on it."""
-        return cls(build_topology(cluster), algorithm, protocol, placement)
+        """Build the topology of ``cluster`` (``seed`` salts its ECMP hash) and the model.
+
+        Every call pays the collective library's calibrated fixed cost for the cluster's
+        accelerator (``simtrain.catalog.collective_calibration``).
+        """
+        overhead = collective_calibration_for(cluster.accelerator).launch_overhead_s
+        topology = build_topology(cluster, seed)
+        return cls(topology, algorithm, protocol, placement, overhead)
 
     @classmethod
     def from_experiment(
@@ -122,7 +125,9 @@ class FlowNetworkModel:
         the placement the alpha-beta model assumes).
         """
         algorithm = spec.simulation.collective_algorithm
-        return cls.from_cluster(spec.cluster, algorithm=algorithm, placement=placement)
+        return cls.from_cluster(
+            spec.cluster, algorithm=algorithm, placement=placement, seed=spec.seed
+        )
 
     def collective_time_s(
         self, kind: CollectiveKind, ranks: Sequence[int], size_bytes: float
@@ -299,7 +304,7 @@ class FlowNetworkModel:
             base_s, factor, link_lat = 0.0, 1.0, topo.link_latency_s
         else:
             proto = PROTOCOLS[name]
-            base_s = proto.base_latency_s[schedule.family]
+            base_s = proto.base_latency_s[schedule.family] + self.overhead_s
             factor = proto.bandwidth_factor(schedule.family, kind, multi_node)
             link_lat = proto.link_latency_s(schedule.family, topo.link_class, topo.link_latency_s)
         total = base_s

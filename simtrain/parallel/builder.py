@@ -28,13 +28,14 @@ from simtrain.parallel.layout import RankLayout
 from simtrain.parallel.program import Program, Task
 from simtrain.parallel.schedules import get_schedule, split_backwards, stage_rank
 from simtrain.parallel.segments import SegmentPlan, segment_ops
-from simtrain.parallel.stages import chunk_layers
+from simtrain.parallel.sharding import with_param_gathers
+from simtrain.parallel.stages import chunk_layers, recomputed_layers
 from simtrain.specs.experiment import ExperimentSpec
 from simtrain.specs.framework_resolve import effective_zero_stage
 from simtrain.workload.linear import weight_cast_op
 from simtrain.workload.ops import Op
 from simtrain.workload.optimizers import optimizer_op
-from simtrain.workload.primitives import FP8_DTYPES, collective
+from simtrain.workload.primitives import FP8_DTYPES
 from simtrain.workload.transformer import ACT_BYTES, Shard, embedding_ops, head_ops, layer_ops
 
 GRAD_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
@@ -174,6 +175,7 @@ class _ChunkOps:
     """Ops of one model chunk for one microbatch, per action kind."""
 
     forward: tuple[Op, ...]
+    first_forward: tuple[Op, ...]  # the step's first forward (ZeRO-2 under FSDP gathers here)
     backward: tuple[Op, ...]  # including weight gradients
     backward_input: tuple[Op, ...]  # without weight gradients (for schedules with W)
     weight: tuple[Op, ...]  # the weight gradients alone
@@ -209,8 +211,9 @@ def _chunk_ops(
         split = next(i for i, op in enumerate(head) if op.name == "cross_entropy") + 1
         forward += head[:split]
         backward += head[split:]
-    for ops in reversed(per_layer):
-        if recompute == "full":
+    full = recomputed_layers(layers, spec.parallel.recompute_layer_fraction)
+    for layer, ops in zip(reversed(layers), reversed(per_layer), strict=True):
+        if recompute == "full" and layer in full:
             backward += _recomputed(ops.forward)
         elif recompute == "selective":
             backward += _recomputed(ops.attention_core)
@@ -228,48 +231,29 @@ def _chunk_ops(
         ) * model.hidden_size
     backward_input = [op for op in backward if op.phase != "bwd_weight"]
     weight = tuple(op for op in backward if op.phase == "bwd_weight")
-    per_layer_elements = _layer_weight_elements(backward)
+    tensors = _layer_weight_tensors(backward)
     if embedding:
-        per_layer_elements[-1] += embedding
-    if spec.parallel.zero_stage == 3 and (spec.parallel.dp or 1) * spec.parallel.cp > 1:
-        forward = _with_param_gathers(forward, per_layer_elements, SHARD_AXIS)
-        backward = _with_param_gathers(backward, per_layer_elements, SHARD_AXIS)
-        backward_input = _with_param_gathers(backward_input, per_layer_elements, SHARD_AXIS)
+        tensors[-1].append(embedding)
+    gathered_forward = forward
+    sharded = (spec.parallel.dp or 1) * spec.parallel.cp > 1
+    stage = effective_zero_stage(spec)
+    behaviour = get_framework(spec.training.framework).sharding
+    if sharded and stage == 3:
+        forward = gathered_forward = with_param_gathers(forward, tensors, SHARD_AXIS, behaviour)
+        backward = with_param_gathers(backward, tensors, SHARD_AXIS, behaviour)
+        backward_input = with_param_gathers(backward_input, tensors, SHARD_AXIS, behaviour)
+    elif sharded and stage == 2 and behaviour.zero2_param_gather == "forward":
+        # FSDP SHARD_GRAD_OP: gathered unit by unit in the step's first forward, then kept.
+        gathered_forward = with_param_gathers(forward, tensors, SHARD_AXIS, behaviour)
     return _ChunkOps(
         forward=tuple(forward),
+        first_forward=tuple(gathered_forward),
         backward=tuple(backward),
         backward_input=tuple(backward_input),
         weight=weight,
-        layer_elements=dict(per_layer_elements),
+        layer_elements={layer: sum(sizes) for layer, sizes in tensors.items()},
         fp8_elements=sum(op.m * op.n * op.batch for op in weight if op.dtype in FP8_DTYPES),
     )
-
-
-def _with_param_gathers(ops: Sequence[Op], elements: dict[int, int], axis: str) -> list[Op]:
-    """Insert ZeRO-3 parameter all-gathers: each layer's is issued as the previous one starts.
-
-    The gather of layer i+1 overlaps the compute ops of layer i (prefetch of one layer, as
-    FSDP does by default); layer i+1's first compute op waits for it.
-    """
-    runs: list[tuple[int, list[Op]]] = []
-    for op in ops:
-        if runs and runs[-1][0] == op.layer:
-            runs[-1][1].append(op)
-        else:
-            runs.append((op.layer, [op]))
-
-    def gather(layer: int, overlap: int) -> list[Op]:
-        size = elements.get(layer, 0) * ACT_BYTES  # 16-bit weights, gathered output size
-        if size <= 0:
-            return []
-        return [collective("param_all_gather", "all_gather", axis, "fwd", size, layer, overlap)]
-
-    result = gather(runs[0][0], 0) if runs else []
-    for i, (_, run) in enumerate(runs):
-        if i + 1 < len(runs):
-            result += gather(runs[i + 1][0], sum(not op.is_comm for op in run))
-        result += run
-    return result
 
 
 def make_layout(spec: ExperimentSpec) -> RankLayout:
@@ -277,12 +261,12 @@ def make_layout(spec: ExperimentSpec) -> RankLayout:
     return RankLayout.from_spec(spec.parallel)
 
 
-def _layer_weight_elements(ops: Sequence[Op]) -> dict[int, int]:
-    """Local weight elements per layer, from the weight-gradient GEMMs in ``ops``."""
-    per_layer: dict[int, int] = defaultdict(int)
+def _layer_weight_tensors(ops: Sequence[Op]) -> dict[int, list[int]]:
+    """Local weight-tensor elements per layer, from the weight-gradient GEMMs in ``ops``."""
+    per_layer: dict[int, list[int]] = defaultdict(list)
     for op in ops:
         if op.kind == "gemm" and op.phase == "bwd_weight":
-            per_layer[op.layer] += op.m * op.n * op.batch
+            per_layer[op.layer].append(op.m * op.n * op.batch)
     return per_layer
 
 
@@ -403,7 +387,14 @@ class _StepAssembler:
         )
         actions = self.actions_by_stage[self.layout.coords(rank)["pp"]]
         split = split_backwards(actions)
-        grads = _GradientReducer(rb, self.zero_stage, p.grad_bucket_size_bytes)
+        sharding = self.profile.sharding
+        # ZeRO-3 under FSDP reduce-scatters each unit (layer) as its backward ends.
+        per_unit = self.zero_stage == 3 and sharding.reduce_scatter_granularity == "per_unit"
+        bucket = 1 if per_unit else p.grad_bucket_size_bytes
+        grads = _GradientReducer(rb, self.zero_stage, bucket)
+        # FSDP and DeepSpeed reduce sharded gradients after every microbatch's backward.
+        every_mb = self.zero_stage >= 2 and sharding.reduce_every_microbatch
+        first_forward: dict[int, int] = {}  # chunk -> microbatch of its first forward
         local_elements = fp8_elements = 0
         # A stage's gradients are complete after the last action on this rank that computes
         # its weight gradients (a W, or a B that is not split); DualPipe holds two stages.
@@ -421,7 +412,8 @@ class _StepAssembler:
             if action.kind == "F":
                 if chunk > 0:
                     rb.waiting.append(f"{pipeline}:F{chunk - 1}:{mb}")
-                rb.emit(self._segments(chunk, "forward", False), label, chunk, mb)
+                body = "first_forward" if first_forward.setdefault(chunk, mb) == mb else "forward"
+                rb.emit(self._segments(chunk, body, False), label, chunk, mb)
                 tail = rb.settle()
                 if chunk < self.num_chunks - 1:
                     self._send(rb, f"{pipeline}:F{chunk}:{mb}", chunk + 1, label, chunk, mb, tail)
@@ -431,7 +423,9 @@ class _StepAssembler:
             split_w = (chunk, mb) in split
             body = "weight" if action.kind == "W" else "backward_input" if split_w else "backward"
             owns_grads = last_grad_action[chunk] == position
-            segments = self._segments(chunk, body, owns_grads and hooks)
+            computes_grads = action.kind == "W" or not split_w
+            reduces = owns_grads or (every_mb and computes_grads)
+            segments = self._segments(chunk, body, reduces and hooks)
             last_of_layer = rb.emit(segments, label, chunk, mb)
             rb.settle()
             if action.kind == "B" and chunk > 0:
@@ -440,9 +434,12 @@ class _StepAssembler:
             if owns_grads:
                 local_elements += self.chunks[chunk].weight_elements
                 fp8_elements += self.chunks[chunk].fp8_elements
+            if reduces:
                 per_layer = self.chunks[chunk].layer_elements
                 for layer, task in last_of_layer.items():
                     grads.add(per_layer.get(layer, 0) * self.grad_bytes, task, overlap=hooks)
+                if every_mb:
+                    grads.flush(rb.last_compute)
         grads.flush(rb.last_compute)
         shard_factor = len(grads.shard) if self.zero_stage >= 1 else 1
         rb.waiting += grads.tasks
@@ -452,7 +449,12 @@ class _StepAssembler:
         if fp8_elements:  # refresh the FP8 weight copies once per step
             step += (weight_cast_op(fp8_elements, self.fp8_recipe),)
         rb.emit(segment_ops(step, False), "optimizer", -1, -1)
-        if self.zero_stage in (1, 2):  # ZeRO-3 gathers parameters layer by layer instead
+        # ZeRO-3 gathers parameters layer by layer instead, and so does ZeRO-2 under FSDP
+        # (in the next step's first forward).
+        gathers_after = self.zero_stage == 1 or (
+            self.zero_stage == 2 and sharding.zero2_param_gather == "after_optimizer"
+        )
+        if gathers_after:
             grads.all_gather_params(local_elements * ACT_BYTES, rb.last_compute)
 
 

@@ -14,8 +14,8 @@ one rank in a plain schedule):
 - ``F`` costs ``forward_s``;
 - a ``B`` with no ``W`` for its (stage, microbatch) is a full backward and costs
   ``backward_s``; a split ``B`` (a ``W`` follows) costs ``backward_s - weight_s`` and its ``W``
-  costs ``weight_s``. So T_B + T_W = t_b, as in Zero Bubble (``pipeline-theory.md`` §9), and
-  split and non-split schedules do the same work;
+  costs ``weight_s``. So T_B + T_W = t_b, as in Zero Bubble
+  (``docs/references/pipeline-theory.md`` §9), and split and non-split schedules do the same work;
 - with v model chunks per rank (interleaved) every action covers 1/v of a stage and costs 1/v of
   the above; DualPipe's actions are full stages (each rank holds two);
 - ``p2p_s`` > 0 adds a transfer task between consecutive stages on different ranks, on a
@@ -23,7 +23,7 @@ one rank in a plain schedule):
 
 With equal stage times and ``p2p_s = 0`` the engine reproduces the closed forms exactly: bubble
 fraction (p-1)/(m+p-1) for GPipe and 1F1B, (p-1)/(v·m+p-1) for interleaved, ZB-H1 bubble time
-(p-1)(T_F+T_B-T_W) (DESIGN.md "Key definitions"; ``pipeline-theory.md`` §9).
+(p-1)(T_F+T_B-T_W) (DESIGN.md "Key definitions"; ``docs/references/pipeline-theory.md`` §9).
 """
 
 from __future__ import annotations

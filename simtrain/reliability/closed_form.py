@@ -1,7 +1,7 @@
 """Closed forms of the reliability layer: MTTF, Meta's expected ETTR, Young/Daly intervals.
 
 They are the theory the whole-run simulation is tested against, and give the checkpoint
-interval of the ``young_daly`` setting. Formulas from reliability.md §8.1 and §8.3.
+interval of the ``young_daly`` setting. Formulas from docs/references/reliability.md §8.1 and §8.3.
 """
 
 from __future__ import annotations

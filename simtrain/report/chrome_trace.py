@@ -8,7 +8,8 @@ Layout of the trace (Trace Event Format, JSON object form):
   so every (rank, stream) pair is its own track;
 - one complete event (``ph: "X"``) per task on each track it occupies: name = task label
   (``0F3``, ``0F3:attn_all_gather``), category = time-breakdown category, ``ts``/``dur`` in
-  microseconds, and the task's stage, microbatch, group size and collective key in ``args``.
+  microseconds, and the task's stage, microbatch, group size and collective key in ``args``
+  (plus, for communication, the ``algorithm`` and ``protocol`` the network model chose).
   A collective is one task shared by its simulated members, drawn on each member's track;
 - *flow events* (``ph: "s"`` / ``"f"``) draw arrows: from a point-to-point send to each task of
   another rank that waits on it, and along the simulated members of a collective (in rank
@@ -102,7 +103,17 @@ def chrome_trace(result: SimulationResult) -> dict[str, Any]:
         )
     start_us = result.start_s * US_PER_S
     dur_us = (result.end_s - result.start_s) * US_PER_S
+    choices = result.comm_choices or [("", "")] * len(program.tasks)
     for i, task in enumerate(program.tasks):
+        args: dict[str, Any] = {
+            "stage": task.stage,
+            "microbatch": task.microbatch,
+            "group_size": len(task.group),
+            "collective_key": task.collective_key,
+            "num_ops": len(task.ops),
+        }
+        if choices[i][0]:
+            args["algorithm"], args["protocol"] = choices[i]
         for rank in ranks[i]:
             events.append(
                 {
@@ -113,13 +124,7 @@ def chrome_trace(result: SimulationResult) -> dict[str, Any]:
                     "tid": tids[(rank, task.stream)],
                     "ts": float(start_us[i]),
                     "dur": float(dur_us[i]),
-                    "args": {
-                        "stage": task.stage,
-                        "microbatch": task.microbatch,
-                        "group_size": len(task.group),
-                        "collective_key": task.collective_key,
-                        "num_ops": len(task.ops),
-                    },
+                    "args": args,
                 }
             )
     for flow_id, (src, dst, name) in enumerate(_flow_pairs(result, ranks)):

@@ -75,9 +75,13 @@ def result_frame(result: SimulationResult) -> pd.DataFrame:
 
 
 def events_frame(result: SimulationResult) -> pd.DataFrame:
-    """One row per task of the step: who ran what, when, for how long."""
+    """One row per task of the step: who ran what, when, for how long.
+
+    Communication tasks also carry the algorithm and protocol the network model chose.
+    """
     tasks = result.program.tasks
     start, end = result.start_s, result.end_s
+    choices = result.comm_choices or [("", "")] * len(tasks)
     return pd.DataFrame(
         {
             "rank": [t.rank for t in tasks],
@@ -92,6 +96,8 @@ def events_frame(result: SimulationResult) -> pd.DataFrame:
             "group_size": [len(t.group) for t in tasks],
             "collective_key": [t.collective_key for t in tasks],
             "num_ops": [len(t.ops) for t in tasks],
+            "algorithm": [a for a, _ in choices],
+            "protocol": [p for _, p in choices],
         }
     )
 

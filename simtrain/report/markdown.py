@@ -14,8 +14,10 @@ from typing import Any
 
 import yaml
 
+from simtrain.report.provenance import provenance_line
 from simtrain.report.terminal import fmt_number as _g
 from simtrain.report.terminal import fmt_seconds
+from simtrain.report.titles import spec_title
 
 GB = 1e9
 
@@ -81,7 +83,9 @@ def _time(r: dict[str, Any]) -> list[str]:
 
 def _memory(r: dict[str, Any]) -> list[str]:
     mem = r["memory"]
-    verdict = "fits" if mem["fits"] else "**OUT OF MEMORY**"
+    verdict = {"near_limit": "**near the limit, may not fit**", "oom": "**OUT OF MEMORY**"}.get(
+        mem.get("verdict", ""), "fits" if mem["fits"] else "**OUT OF MEMORY**"
+    )
     rows = [(k, _g(v / GB)) for k, v in mem["breakdown_bytes"].items()]
     rows += [
         ("**peak**", f"**{_g(mem['peak_bytes'] / GB)}**"),
@@ -170,7 +174,12 @@ def render_markdown(report: dict[str, Any], figures: Sequence[str] = ()) -> str:
         figures: image files next to the report to embed, e.g. ``timeline.png``.
     """
     spec = report["spec"]
-    lines = [f"# simtrain report: {report['name']}", ""]
+    lines = [f"# simtrain report: {report['name']}", "", f"**{spec_title(spec)}**", ""]
+    lines += [
+        f"Compute constants of {spec['cluster']['accelerator']}: "
+        f"{provenance_line(spec['cluster']['accelerator'], report)}.",
+        "",
+    ]
     if spec.get("description"):
         lines += [f"> {spec['description'].strip()}", ""]
     lines += [f"simtrain {report['simtrain_version']}, seed {spec['seed']}.", ""]

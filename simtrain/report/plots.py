@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 from simtrain.memory import estimate_memory, memory_timeline
 from simtrain.parallel.layout import RankLayout
 from simtrain.report.gantt import COMM_COLOURS, COMPUTE_COLOURS, IDLE_COLOURS, gantt_figure
+from simtrain.report.titles import config_title
 
 if TYPE_CHECKING:
     from simtrain.metrics.result import SimulationResult
@@ -58,13 +59,7 @@ def plot_timeline(result: SimulationResult) -> Figure:
     """
     rows = pipeline_ranks(result)
     unit, _ = time_unit(result.step_time_s)
-    spec = result.spec
-    p = spec.parallel
-    title = (
-        f"{spec.name}: one step, one pipeline (tp={p.tp} pp={p.pp} dp={p.dp} "
-        f"{p.pipeline_schedule if p.pp > 1 else ''} m={p.num_microbatches})  "
-        f"step {result.step_time_s:.4g} s"
-    )
+    title = f"{config_title(result.spec)}\none step, one pipeline: step {result.step_time_s:.4g} s"
     return gantt_figure(
         result.program,
         result.start_s,
@@ -171,17 +166,17 @@ def plot_breakdown(result: SimulationResult) -> Figure:
         fontsize=8,
         frameon=False,
     )
-    fig.suptitle(f"{result.spec.name}: time breakdown per pipeline stage", fontsize=11)
+    fig.suptitle(f"{config_title(result.spec)}\ntime breakdown per pipeline stage", fontsize=11)
     return fig
 
 
 def plot_memory(result: SimulationResult) -> Figure:
     """Device memory of each pipeline stage over the step, against the device capacity.
 
-    Model states and buffers are held all step; the activations of a (stage, microbatch) are
-    counted from the start of its first forward to the end of its last backward, whole (not
-    layer by layer), so the curves show the schedule's in-flight microbatches. The peak of the
-    fullest stage is the report's memory figure.
+    Model states and buffers are held all step; the activations of a (stage, microbatch) grow
+    over its forward tasks and shrink over its backward tasks, so the curves rise and fall with
+    each microbatch and show the schedule's in-flight microbatches. The peak of the fullest
+    stage is the report's memory figure.
     """
     rows = pipeline_ranks(result)
     unit, scale = time_unit(result.step_time_s)
@@ -190,7 +185,10 @@ def plot_memory(result: SimulationResult) -> Figure:
     ax = fig.add_subplot()
     colours = _stage_colours(len(rows))
     peak = 0.0
-    for (stage, rank), colour in zip(rows, colours, strict=True):
+    # Stages whose curves coincide (equal layers, same in-flight count) stay distinguishable:
+    # earlier stages are drawn wider and underneath, so a shared segment shows every colour.
+    widths = np.linspace(1.2 + 0.9 * (len(rows) - 1), 1.2, len(rows)) if len(rows) > 1 else [1.3]
+    for (stage, rank), colour, width in zip(rows, colours, widths, strict=True):
         estimate = estimate_memory(result.spec, capacity, stage)
         points = _settled(
             memory_timeline(result.program, result.start_s, result.end_s, rank, estimate),
@@ -199,7 +197,7 @@ def plot_memory(result: SimulationResult) -> Figure:
         times = np.array([t for t, _ in points]) * scale
         values = np.array([b for _, b in points]) / GB
         peak = max(peak, float(values.max()))
-        ax.step(times, values, where="post", color=colour, linewidth=1.3, label=f"stage {stage}")
+        ax.step(times, values, where="post", color=colour, linewidth=width, label=f"stage {stage}")
     ax.axhline(
         capacity / GB,
         color="#c44e52",
@@ -214,13 +212,14 @@ def plot_memory(result: SimulationResult) -> Figure:
     fig.text(
         0.01,
         0.01,
-        "activations counted per microbatch, from its first forward to its last backward",
+        "activations grow over each microbatch's forward and are freed over its backward; "
+        "model states and buffers are held all step",
         fontsize=7,
         color="#555555",
     )
     verdict = "fits" if result.memory.fits else "OUT OF MEMORY"
     ax.set_title(
-        f"{result.spec.name}: memory per pipeline stage over one step "
+        f"{config_title(result.spec)}\nmemory per pipeline stage over one step "
         f"(peak {result.memory.peak_bytes / GB:.1f} GB, {verdict})",
         fontsize=10,
     )

@@ -6,6 +6,9 @@ from typing import Any
 
 from rich.table import Table
 
+from simtrain.report.provenance import provenance_short
+from simtrain.report.titles import spec_title
+
 GB = 1e9
 
 
@@ -40,7 +43,11 @@ def fmt_number(value: float | None, unit: str = "") -> str:
 
 def summary_table(report: dict[str, Any]) -> Table:
     """Key metrics of one simulated step."""
-    table = Table(title=f"simtrain run: {report['name']}", show_header=False, title_justify="left")
+    table = Table(
+        title=f"simtrain run: {report['name']}\n{spec_title(report['spec'])}",
+        show_header=False,
+        title_justify="left",
+    )
     table.add_column("metric", style="bold")
     table.add_column("value", justify="right")
     step = report["step_time_s"]
@@ -68,6 +75,7 @@ def summary_table(report: dict[str, Any]) -> Table:
             f"{fmt_seconds(report['bubble_s'])}  ({report['bubble_fraction']:.1%})",
         ),
         ("GPUs", f"{report['num_gpus']:,}"),
+        ("compute constants", provenance_short(report["spec"]["cluster"]["accelerator"], report)),
         ("parameters", f"{report['num_params'] / 1e9:.2f} B"),
     ]
     for name, value in rows:
@@ -89,10 +97,15 @@ def breakdown_table(report: dict[str, Any]) -> Table:
     return table
 
 
+VERDICTS = {"fits": "fits", "near_limit": "NEAR LIMIT, may not fit", "oom": "OUT OF MEMORY"}
+
+
 def memory_table(report: dict[str, Any]) -> Table:
     """Peak memory of the fullest GPU by category, against capacity."""
     mem = report["memory"]
-    verdict = "fits" if mem["fits"] else "OUT OF MEMORY"
+    verdict = VERDICTS.get(mem.get("verdict", ""), "fits" if mem["fits"] else "OUT OF MEMORY")
+    if mem.get("verdict") == "near_limit":
+        verdict += f" (within ±{mem['near_limit_bytes'] / GB:.1f} GB of capacity)"
     table = Table(title=f"memory per GPU (peak, fullest rank): {verdict}", title_justify="left")
     table.add_column("category")
     table.add_column("GB", justify="right")
@@ -107,7 +120,10 @@ def cost_table(report: dict[str, Any]) -> Table:
     """Dollars, energy and CO2 per step, per million tokens and for the whole run."""
     cost = report["cost"]
     price = cost["usd_per_gpu_hour"]
-    title = "cost, energy, carbon" + (f" at ${price:g}/GPU-hour" if price is not None else "")
+    if price is not None:
+        title = f"cost, energy, carbon at ${price:g}/GPU-hour"
+    else:  # say why the USD row is empty and how to fill it
+        title = f"cost, energy, carbon; USD: {cost.get('price_source', 'no price')}"
     table = Table(title=title, title_justify="left")
     columns = [("per step", cost["per_step"]), ("per M tokens", cost["per_million_tokens"])]
     if cost["run"]:

@@ -11,6 +11,7 @@ from simtrain.specs.base import Spec, divisors, must_divide
 from simtrain.specs.cluster import ClusterSpec
 from simtrain.specs.cost import CostSpec
 from simtrain.specs.framework_resolve import framework_problems, resolve_framework_defaults
+from simtrain.specs.mesh import apply_mesh
 from simtrain.specs.model import ModelSpec
 from simtrain.specs.parallel import ParallelSpec
 from simtrain.specs.reliability import ReliabilitySpec
@@ -46,9 +47,13 @@ class ExperimentSpec(Spec):
     @model_validator(mode="before")
     @classmethod
     def _derive_dp(cls, data: Any) -> Any:
-        """Fill ``parallel.dp`` from the cluster size when the user leaves it out."""
+        """Fill ``parallel.dp`` from the cluster size when the user leaves it out.
+
+        A named mesh (``parallel.mesh``) sets tp, dp and the FSDP sharding first.
+        """
         if not isinstance(data, dict):
             return data
+        data = apply_mesh(data)
         par, clu = data.get("parallel"), data.get("cluster")
         if not (isinstance(par, dict) and isinstance(clu, dict)) or par.get("dp") is not None:
             return data
@@ -174,6 +179,12 @@ class ExperimentSpec(Spec):
         problems += framework_problems(self)
         if problems:
             raise ValueError("; ".join(problems))
+        if p.recompute_layer_fraction < 1 and p.recompute != "full":
+            warnings.warn(
+                "parallel.recompute_layer_fraction has no effect unless parallel.recompute=full",
+                UserWarning,
+                stacklevel=2,
+            )
         if p.sp and p.tp == 1:
             warnings.warn(
                 "parallel.sp=true has no effect with parallel.tp=1", UserWarning, stacklevel=2

@@ -95,15 +95,21 @@ class ShardingBehaviour(Spec):
 class MemoryHabits(Spec):
     """What the stack keeps in device memory beyond model states and activations."""
 
-    cross_entropy: Literal["fp32_logits", "fused"]
-    """fp32_logits: the logits are materialised and kept in fp32 for the loss (Korthikanti's
-    4·s·b·V/t bytes); fused: a fused or chunked kernel keeps no full fp32 copy."""
+    logits_bytes_per_element: float = Field(ge=0, le=16)
+    """Bytes per logit (per token and vocabulary entry, after the TP split) the loss holds at
+    the end of the forward: 4 for fp32 logits (Korthikanti et al. 2022: 4·s·b·V/t), 2 for a
+    fused cross-entropy working on the 16-bit logits, 10 for eager PyTorch's cross-entropy
+    on upcast logits (16-bit logits, their fp32 copy and the fp32 log-softmax it saves)."""
     runtime_reserved_bytes: float = Field(ge=0, le=16e9)
     """Memory the process holds outside the allocator's tensors: CUDA context, cuBLAS and
     NCCL workspaces."""
     allocator_overhead_fraction: float = Field(ge=0, le=0.5)
     """Caching-allocator reserve over allocated bytes (fragmentation), as a fraction of the
-    tensors' peak."""
+    activations' and buffers' peak (the bytes that come and go during a step)."""
+    near_limit_fraction: float = Field(ge=0, le=0.25)
+    """Half-width of the near-limit band around the capacity, as a fraction of it: within
+    it the verdict is 'near_limit' (may or may not fit) instead of a hard fits / out of
+    memory, because the memory model is not more precise than that for the stack."""
 
 
 class FrameworkProfile(Spec):

@@ -145,5 +145,10 @@ def load_experiment(path: str | Path, overrides: Iterable[str] = ()) -> Experime
     Raises:
         SpecError: the file is missing or malformed, or the spec is invalid.
     """
+    overrides = list(overrides)
     data = apply_overrides(load_yaml_tree(path), overrides)
+    if overrides and not any(o.split("=", 1)[0].strip() == "description" for o in overrides):
+        # The file's description told what the file sets up; after an override it would
+        # describe another experiment, so reports fall back to titles built from the spec.
+        data = {**data, "description": ""}
     return experiment_from_dict(data, str(path))

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import Field
 
 from simtrain.specs.base import Spec
+from simtrain.specs.mesh import MeshSpec
 
 
 class MeshAxis(str, Enum):
@@ -69,6 +70,11 @@ class ParallelSpec(Spec):
     """Pipeline schedule (used when pp > 1)."""
     recompute: RecomputeMode = "none"
     """Activation recomputation: none, selective (attention core) or full (whole layer)."""
+    recompute_layer_fraction: float = Field(default=1.0, gt=0, le=1)
+    """With recompute=full, the fraction of each pipeline chunk's layers that are recomputed,
+    spread evenly (the others keep their activations): Megatron's --recompute-method block
+    with --recompute-num-layers, torchtitan's selective layer checkpointing (every second
+    layer = 0.5)."""
     overlap_grad_reduce: bool | None = None
     """Overlap the data-parallel gradient reduction with the backward pass (bucketed);
     default from the framework profile (always on under ZeRO-3)."""
@@ -77,6 +83,9 @@ class ParallelSpec(Spec):
     framework profile (Megatron-Core: 40M fp32 elements = 160 MB; PyTorch DDP: 25 MiB)."""
     rank_order: str = "tp-cp-ep-dp-pp"
     """Order of mesh axes from innermost (adjacent ranks) to outermost."""
+    mesh: MeshSpec | None = None
+    """A MaxText/GSPMD named mesh (ici_fsdp, ici_tp, ici_dp inside a TPU slice; dcn_dp across
+    slices) that sets tp, dp, zero_stage and zero_shard_group_size; omit to set those here."""
 
     @property
     def num_microbatches(self) -> int:

@@ -2,7 +2,7 @@
 
 The section is optional in an experiment; with it, simtrain co-simulates the failures of the
 cluster with the training they interrupt (``simtrain.reliability``). Sources of the default
-numbers are in ``/work/shared/reference/reliability.md`` (cited as "reliability.md §x").
+numbers are in ``docs/references/reliability.md`` (cited by section, "§x").
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from simtrain.specs.base import Spec
 ComponentClass = Literal[
     "gpu", "hbm", "gpu_sram_processor", "nic", "switch_cable", "host", "software", "unknown"
 ]
-"""Component classes of the Llama 3 interruption taxonomy (reliability.md §3.2, Table 5)."""
+"""Component classes of Llama 3's interruption taxonomy (Table 5, reliability.md §3.2)."""
 
 FailurePresetName = Literal["llama3-405b", "rsc-1", "rsc-1-observed", "rsc-2"]
 """Failure-rate presets shipped as YAML in ``simtrain/reliability/presets/``."""
@@ -91,15 +91,15 @@ class StorageSpec(Spec):
 
     write_bandwidth_bytes_per_s: float = Field(default=2e12, gt=0)
     """Aggregate storage write bandwidth. Default: Llama 3's Tectonic, 2 TB/s sustained
-    (training-runs.md, Llama 3 §3.3.1)."""
+    (docs/references/training-runs.md §3.3)."""
     read_bandwidth_bytes_per_s: float = Field(default=2e12, gt=0)
     """Aggregate storage read bandwidth for checkpoint loads (same source)."""
     host_copy_bandwidth_bytes_per_s: float = Field(default=64e9, gt=0)
     """GPU→host copy bandwidth per GPU. Default: PCIe Gen5 x16, ≈64 GB/s per direction
-    (hardware.md §7.2)."""
+    (docs/references/hardware.md §7.2)."""
     peer_copy_bandwidth_bytes_per_s: float = Field(default=400e9, gt=0)
     """Host→peer-host bandwidth per node for in-memory checkpoints. Default: 8 NICs × 400 Gb/s
-    = 400 GB/s (Llama 3 RoCE, hardware.md §7.3)."""
+    = 400 GB/s (Llama 3 RoCE, docs/references/hardware.md §7.3)."""
 
 
 def _check_interval(value: Any) -> Any:
@@ -116,7 +116,7 @@ def _check_interval(value: Any) -> Any:
 class _CheckpointBase(Spec):
     interval_s: float | Literal["young_daly"] = "young_daly"
     """Training seconds between checkpoints, or ``young_daly`` for sqrt(2 · stall · MTBF)
-    (Young 1974; reliability.md §8.3)."""
+    (Young 1974; docs/references/reliability.md §8.3)."""
 
     @field_validator("interval_s", mode="before")
     @classmethod
@@ -152,7 +152,8 @@ class InMemoryCheckpointSpec(_CheckpointBase):
     peer_loss_probability: float = Field(default=0.084, ge=0, le=1)
     """Probability that a failure also loses the peer holding the replica, forcing a load from
     storage. Default: share of network switch/cable interruptions in Llama 3, 35/419 = 0.084
-    (reliability.md §3.2), assuming such a fault takes down the failed node's rack peers too."""
+    (docs/references/reliability.md §3.2), assuming such a fault takes down the failed node's
+    rack peers too."""
 
 
 CheckpointSpec = Annotated[
@@ -164,10 +165,10 @@ CheckpointSpec = Annotated[
 class _RecoveryBase(Spec):
     detection_s: float = Field(default=150.0, ge=0)
     """Seconds from a failure to its detection. Default: half of Meta's 5-minute health-check
-    period (reliability.md §8.1)."""
+    period (docs/references/reliability.md §8.1)."""
     restart_s: float = Field(default=300.0, ge=0)
     """Seconds to reschedule and initialise the job before loading a checkpoint (Meta: u₀ ≈
-    5-20 min in total, reliability.md §8.1)."""
+    5-20 min in total, docs/references/reliability.md §8.1)."""
 
 
 class RestartRecoverySpec(_RecoveryBase):
@@ -245,7 +246,7 @@ class ReliabilitySpec(Spec):
     14/16 = 0.875."""
     repair_time_hours: float = Field(default=2.2, gt=0)
     """Hours until a failed node is back. Default: the 2.2 h recovery assumed by NCSA Delta's
-    spare-sizing study (reliability.md §8.2)."""
+    spare-sizing study (docs/references/reliability.md §8.2)."""
     horizon_days: float | None = Field(default=None, gt=0)
     """Stop after this many wall-clock days (a snapshot of a longer run, like Llama 3's 54-day
     window); omit to run to ``training.total_tokens``."""
@@ -253,4 +254,4 @@ class ReliabilitySpec(Spec):
     """Monte Carlo repetitions."""
     gpu_hour_price_usd: float | None = Field(default=None, ge=0)
     """Price of one GPU-hour; omit for the accelerator's dated preset
-    (``simtrain/catalog/prices.py``, from hardware.md §7.4)."""
+    (``simtrain/catalog/prices.py``, from docs/references/hardware.md §7.4)."""

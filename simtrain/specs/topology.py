@@ -4,7 +4,7 @@ One spec covers every family; each field says which kinds read it, and the topol
 warns when a field is set that the chosen kind never reads. Fields of switch tiers that a
 small cluster does not need (a preset scaled down to one pod) are ignored without a warning.
 The defaults describe a full-bisection two- or three-tier fat-tree of 64-port switches
-(NVIDIA Quantum-2 has 64 x 400G ports, ``shared/reference/hardware.md`` §7.3).
+(NVIDIA Quantum-2 has 64 x 400G ports, ``docs/references/hardware.md`` §7.3).
 """
 
 from __future__ import annotations
@@ -54,11 +54,20 @@ class TopologySpec(Spec):
     spines_per_pod: int | None = Field(default=None, gt=0)
     """Spine switches per pod (and per rail plane for rail_only), each reached by one uplink
     of every leaf; omit for switch_radix / 2."""
+    clos_routing: Literal["ecmp", "adaptive"] = "ecmp"
+    """How the flow model spreads flows over equal-cost spines and cores: ecmp (a hash of
+    each flow's ends, salted with the experiment's seed, picks its path, so flows collide as
+    on a real fabric) or adaptive (each flow takes the least-loaded path, as adaptive routing
+    does); Clos kinds only. The default closed-form model spreads load evenly (adaptive)."""
     torus_shape: tuple[int, int, int] = (4, 4, 4)
     """X x Y x Z chips of a torus_3d slice (TPU v4 cube = 4x4x4; OCS joins cubes into
-    larger shapes); torus_3d only. Its product must equal cluster.num_gpus."""
+    larger shapes; a 2D v5e pod is 16x16x1); torus_3d only."""
     torus_wraparound: bool = True
     """Wrap-around links in every dimension (a torus) rather than an open mesh."""
+    num_slices: int = Field(default=1, ge=1, le=4096)
+    """TPU slices of torus_shape each, joined by the data-centre network (DCN: the cluster's
+    scale-out link, one port per host of gpus_per_node chips); torus_3d only.
+    cluster.num_gpus must equal num_slices times the chips of torus_shape."""
     num_groups: int | None = Field(default=None, ge=1, le=4096)
     """Dragonfly groups of the machine (Frontier: 74, LUMI-G: 20); omit for the fewest that
     hold the cluster. Groups beyond the cluster's still carry Valiant detours; dragonfly only."""

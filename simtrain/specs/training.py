@@ -72,10 +72,13 @@ class TrainingSpec(Spec):
 class SimulationSpec(Spec):
     """Modelling choices: which network model, how much detail, symmetry reduction."""
 
-    network_model: Literal["alpha_beta", "flow"] = "alpha_beta"
-    """alpha_beta (closed-form per collective, fastest) or flow (max-min fair sharing)."""
+    network_model: Literal["nccl", "flow", "alpha_beta"] = "nccl"
+    """nccl (closed form on the topology's effective bandwidths, NCCL's algorithm and
+    protocol choice; fast), flow (flows share links max-min fairly: contention, ECMP) or
+    alpha_beta (a textbook ring on catalog bandwidths, for teaching)."""
     collective_algorithm: str = "auto"
-    """Collective algorithm (ring, tree, hierarchical, ...), or auto to pick the fastest."""
+    """Collective algorithm (ring, tree, nvls, sharp, hierarchical, ...), or auto to pick the
+    fastest as NCCL's tuner does."""
     full: bool = False
     """Simulate every rank instead of one per symmetry class (for checking)."""
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
 
 PARETO_PANELS: tuple[tuple[str, str, str], ...] = (
     ("num_gpus", "min", "GPUs"),
@@ -48,22 +49,62 @@ def pareto_front(table: pd.DataFrame, objectives: dict[str, str]) -> pd.DataFram
     return done[mask]
 
 
-def plot_pareto(table: pd.DataFrame, path: str | Path, title: str = "") -> Path:
-    """Save throughput against GPUs, memory headroom and $ per Mtoken, fronts highlighted."""
-    fig = Figure(figsize=(15, 4.5))  # a bare Figure: no pyplot state, no backend switch
-    axes = fig.subplots(1, len(PARETO_PANELS))
+def meaningful_panels(table: pd.DataFrame) -> list[tuple[str, str, str]]:
+    """The panels of :data:`PARETO_PANELS` worth drawing: x spreads over at least 1 %.
+
+    A sweep over one cluster size has nothing to show against GPUs, a sweep without a price
+    nothing against dollars, and headrooms that differ by megabytes nothing against memory;
+    such panels would be one column of dots.
+    """
     done = table[table["status"] == "ok"]
-    for ax, (column, goal, label) in zip(axes, PARETO_PANELS, strict=True):
+    panels = []
+    for panel in PARETO_PANELS:
+        values = done[panel[0]].dropna().astype(float) if panel[0] in done else pd.Series()
+        if len(values) >= 2 and values.max() - values.min() > 0.01 * values.abs().max():
+            panels.append(panel)
+    return panels
+
+
+def _thousands(value: float, _position: int) -> str:
+    return f"{value:,.0f}"
+
+
+def plot_pareto(table: pd.DataFrame, path: str | Path, title: str = "") -> Path | None:
+    """Save tokens/s against GPUs, memory headroom and $ per Mtoken, with each front drawn.
+
+    Only panels whose x axis varies are drawn (:func:`meaningful_panels`); returns None and
+    writes nothing when none does.
+    """
+    panels = meaningful_panels(table)
+    if not panels:
+        return None
+    # A bare Figure: no pyplot state, no backend switch. 4.5 inches per panel keeps the
+    # labels readable at the saved size.
+    fig = Figure(figsize=(4.5 * len(panels) + 0.5, 4.2))
+    axes = np.atleast_1d(fig.subplots(1, len(panels)))
+    done = table[table["status"] == "ok"]
+    for ax, (column, goal, label) in zip(axes, panels, strict=True):
         scale = 1e-9 if column.endswith("_bytes") else 1.0
-        ax.scatter(done[column] * scale, done["tokens_per_s"], s=10, alpha=0.4, label="simulated")
+        ax.scatter(
+            done[column] * scale, done["tokens_per_s"], s=12, alpha=0.4, label="configuration"
+        )
         front = pareto_front(table, {column: goal, "tokens_per_s": "max"})
         if not front.empty:
             front = front.sort_values(column)
-            ax.plot(front[column] * scale, front["tokens_per_s"], "o-", color="C3", label="front")
+            ax.plot(
+                front[column] * scale,
+                front["tokens_per_s"],
+                "o-",
+                color="C3",
+                label=f"Pareto front ({'fewer' if goal == 'min' else 'more'} is better)",
+            )
         ax.set_xlabel(label)
         ax.set_ylabel("tokens per second")
+        ax.yaxis.set_major_formatter(FuncFormatter(_thousands))
+        if column == "num_gpus":
+            ax.xaxis.set_major_formatter(FuncFormatter(_thousands))
         ax.grid(alpha=0.3)
-    axes[0].legend()
+        ax.legend(fontsize="small")
     fig.suptitle(title or "sweep: Pareto fronts")
     fig.tight_layout()
     out = Path(path)

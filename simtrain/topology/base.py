@@ -8,7 +8,7 @@ the same data as a networkx ``DiGraph`` for inspection, drawing and min-cut chec
 
 Latency convention: the link a transfer enters the fabric by (device to switch, NIC to leaf,
 device to device) carries the per-step latency of the catalog link, which NCCL measures end to
-end (``shared/reference/collectives.md`` §6.3 ``hwLat``); switch-to-switch links carry none.
+end (``docs/references/collectives.md`` §6.3 ``hwLat``); switch-to-switch links carry none.
 The latency of a route is the sum over its links.
 
 Routes are rows of link ids padded with -1 (holes allowed anywhere), built in bulk by the
@@ -129,12 +129,18 @@ class Topology:
     """Fabric inside a node: nvswitch, p2p_mesh, pcie, or none (torus chips)."""
     sharp: ClosFabric | None = None
     """The scale-out Clos when its switches reduce in-network (InfiniBand SHARP)."""
+    clos: ClosFabric | None = None
+    """The scale-out Clos (leaves, spines, cores), whether or not it reduces; None for a
+    single node or a torus."""
     torus_shape: tuple[int, int, int] | None = None
     """X x Y x Z of a torus with wrap-around (device i at x + X(y + Yz)); None otherwise."""
     nvls_switch: np.ndarray | None = None
     """Per node, the graph index of its NVSwitch when it can reduce in-network (NVLS)."""
     details: dict[str, str] = field(default_factory=dict)
     """Human-readable facts (tiers, switch counts, links used) for ``simtrain topology``."""
+    chips_per_slice: int | None = None
+    """Chips of one ICI slice of a torus_3d topology (slice s holds chips s*C .. s*C+C-1);
+    None for other kinds."""
     ring_order: Callable[[np.ndarray], np.ndarray] | None = None
     """Given local device indices of one node, the order a ring should visit them in (a
     wired node's widest ring); None when any order is as good (switched or uniform fabrics)."""

@@ -21,6 +21,7 @@ from simtrain.topology.dragonfly import (
     dragonfly_shape,
 )
 from simtrain.topology.fat_tree import ClosFabric, build_clos, fat_tree_leaves
+from simtrain.topology.multislice import MultiSliceRouter, build_dcn, dcn_bisection
 from simtrain.topology.node_fabric import (
     NVLS_LINKS,
     NodeFabric,
@@ -40,10 +41,11 @@ CLOS_FIELDS = (
     "leaf_down_ports",
     "leaves_per_pod",
     "spines_per_pod",
+    "clos_routing",
     "sharp",
 )
 """TopologySpec fields read only by the Clos kinds."""
-TORUS_FIELDS = ("torus_shape", "torus_wraparound")
+TORUS_FIELDS = ("torus_shape", "torus_wraparound", "num_slices")
 """TopologySpec fields read only by torus_3d."""
 DRAGONFLY_FIELDS = (
     "num_groups",
@@ -63,8 +65,10 @@ def cluster_links(cluster: ClusterSpec) -> tuple[LinkSpec, LinkSpec]:
     return up, out
 
 
-def build_topology(cluster: ClusterSpec) -> Topology:
+def build_topology(cluster: ClusterSpec, seed: int = 0) -> Topology:
     """Wire the devices, switches and links of ``cluster`` and set up its routing.
+
+    ``seed`` (the experiment's) salts the ECMP hash that picks each flow's path on a Clos.
 
     Raises:
         SpecError: the cluster shape does not fit the topology kind (e.g. a torus shape that
@@ -84,7 +88,7 @@ def build_topology(cluster: ClusterSpec) -> Topology:
         warn_unused(
             spec, (*CLOS_FIELDS, *DRAGONFLY_FIELDS, "node_fabric"), "topology.kind is torus_3d"
         )
-        return _torus(cluster, table, up)
+        return _torus(cluster, table, up, out)
     warn_unused(spec, TORUS_FIELDS, f"topology.kind is {spec.kind}")
     if spec.kind == "dragonfly":
         warn_unused(spec, CLOS_FIELDS[:-1], "topology.kind is dragonfly")
@@ -130,7 +134,15 @@ def build_topology(cluster: ClusterSpec) -> Topology:
         bisection *= clos.bisection_factor(spec)
     else:
         bisection = node_bisection(fabric, up)
-    router = ClusterRouter(fabric, num_gpus, nics, clos, pxn=spec.kind != "fat_tree")
+    router = ClusterRouter(
+        fabric,
+        num_gpus,
+        nics,
+        clos,
+        pxn=spec.kind != "fat_tree",
+        salt=seed,
+        adaptive=spec.clos_routing == "adaptive",
+    )
     return _finish(
         table,
         spec.kind,
@@ -143,6 +155,7 @@ def build_topology(cluster: ClusterSpec) -> Topology:
         nvls=nvls,
         node_fabric=fabric_kind,
         sharp=clos if spec.sharp else None,
+        clos=clos,
         ring_order=fabric.ring_order if fabric.wiring is not None else None,
     )
 
@@ -224,28 +237,55 @@ def node_bisection(fabric: NodeFabric, link: LinkSpec) -> float:
     return half * half * bw / (g - 1) if fabric.kind == "p2p_mesh" else half * bw
 
 
-def _torus(cluster: ClusterSpec, table: LinkTable, link: LinkSpec) -> Topology:
-    """A torus_3d topology: the scale-up link (ICI) joins chips; hosts only group them."""
+def _torus(cluster: ClusterSpec, table: LinkTable, link: LinkSpec, dcn: LinkSpec) -> Topology:
+    """A torus_3d topology: ICI tori (one per slice), joined by DCN when there are several."""
     spec = cluster.topology
     shape = spec.torus_shape
-    if int(np.prod(shape)) != cluster.num_gpus:
+    slices = spec.num_slices
+    per_slice = int(np.prod(shape))
+    if per_slice * slices != cluster.num_gpus:
         shown = "x".join(str(d) for d in shape)
+        what = f"{slices} slices of {shown}" if slices > 1 else shown
         raise SpecError(
             f"'cluster.topology.torus_shape' must hold cluster.num_gpus={cluster.num_gpus} "
-            f"chips (got {shown} = {int(np.prod(shape))})"
+            f"chips (got {what} = {per_slice * slices})"
+        )
+    g = min(cluster.gpus_per_node, cluster.num_gpus)
+    if slices > 1 and per_slice % g:
+        raise SpecError(
+            f"'cluster.gpus_per_node' must divide the {per_slice} chips of a slice (got {g})"
         )
     table.add_nodes([f"chip{i}" for i in range(cluster.num_gpus)], "device")
-    router, bisection = build_torus(table, shape, spec.torus_wraparound, link)
+    torus, bisection = build_torus(table, shape, spec.torus_wraparound, link, slices)
     details = {
         "torus": "x".join(str(d) for d in shape)
         + (" with wrap-around" if spec.torus_wraparound else " (open mesh)"),
         "link": f"{link.name}, {link.effective_bandwidth_bytes_per_s / link.ports / 1e9:.1f} "
         f"GB/s per direction (chip bandwidth / {link.ports} ports)",
     }
-    g = min(cluster.gpus_per_node, cluster.num_gpus)
-    torus = shape if spec.torus_wraparound else None
+    router: object = torus
+    if slices > 1:
+        ports = build_dcn(table, cluster.num_gpus, g, dcn)
+        router = MultiSliceRouter(torus, per_slice, g, ports)
+        bw = dcn.effective_bandwidth_bytes_per_s
+        details["slices"] = f"{slices} slices of {per_slice} chips, joined by DCN"
+        details["dcn"] = (
+            f"{dcn.name}, {bw / 1e9:.1f} GB/s per host of {g} chips "
+            f"({per_slice // g * bw * 8 / 1e12:.1f} Tb/s per slice)"
+        )
+        bisection = min(bisection * slices, dcn_bisection(cluster.num_gpus, g, dcn))
+    torus_shape = shape if spec.torus_wraparound else None
     return _finish(
-        table, "torus_3d", cluster.num_gpus, g, router, bisection, 0, details, torus_shape=torus
+        table,
+        "torus_3d",
+        cluster.num_gpus,
+        g,
+        router,
+        bisection,
+        0,
+        details,
+        torus_shape=torus_shape,
+        chips_per_slice=per_slice,
     )
 
 
@@ -262,7 +302,9 @@ def _finish(
     node_fabric: str = "none",
     sharp: ClosFabric | None = None,
     torus_shape: tuple[int, int, int] | None = None,
+    clos: ClosFabric | None = None,
     ring_order: Callable[[np.ndarray], np.ndarray] | None = None,
+    chips_per_slice: int | None = None,
 ) -> Topology:
     """Freeze the link table into a Topology."""
     src, dst, bw, lat, cls = table.arrays()
@@ -283,16 +325,23 @@ def _finish(
         nvls_switch=nvls,
         node_fabric=node_fabric,
         sharp=sharp,
+        clos=clos,
         torus_shape=torus_shape,
         details=details,
         ring_order=ring_order,
+        chips_per_slice=chips_per_slice,
     )
 
 
 def warn_unused(spec: TopologySpec, fields: tuple[str, ...], reason: str) -> None:
-    """Warn about fields the user set that this wiring never reads (STYLE.md: warn on no-ops)."""
+    """Warn about fields the user set that this wiring never reads (STYLE.md: warn on no-ops).
+
+    A field set to its default value (as in a spec dumped and reloaded by a sweep) changes
+    nothing either way and is not reported.
+    """
     for name in fields:
-        if name in spec.model_fields_set:
+        default = TopologySpec.model_fields[name].default
+        if name in spec.model_fields_set and getattr(spec, name) != default:
             warnings.warn(
                 f"cluster.topology.{name}={getattr(spec, name)} has no effect: {reason}",
                 UserWarning,

@@ -179,11 +179,18 @@ def build_clos(
     num_pods = -(-leaves_per_plane // per_pod)
     group_of_leaf = (index_in_plane // per_pod) * num_planes + plane_of_leaf
     num_groups = num_pods * num_planes
-    spines_per_group = spec.spines_per_pod or radix // 2
+    if spec.spines_per_pod is not None:
+        spines_per_group, cabled_ports = spec.spines_per_pod, down_ports
+    else:
+        # A leaf-spine tier sized to the cluster: every leaf has one uplink to each spine, as
+        # many uplinks as its cabled NIC ports need (4 DGX nodes on 8 rail leaves: 4 spines,
+        # not the 32 of a full pod); full leaves give the full fat tree, radix / 2 spines.
+        cabled_ports = int(np.bincount(leaf_of_nic.ravel()).max())
+        spines_per_group = min(radix // 2, uplinks_per_leaf(cabled_ports, spec.oversubscription))
     spines = table.add_nodes(
         [f"spine{grp}.{s}" for grp in range(num_groups) for s in range(spines_per_group)], "spine"
     ).reshape(num_groups, spines_per_group)
-    uplink_bw = down_ports * bw / (spec.oversubscription * spines_per_group)
+    uplink_bw = cabled_ports * bw / (spec.oversubscription * spines_per_group)
     leaf_ids = np.arange(num_leaves)[:, None]
     spine_of = spines[group_of_leaf][:, :]
     leaf_up = table.add_links(
@@ -193,7 +200,7 @@ def build_clos(
         spine_of, leaves[leaf_ids].repeat(spines_per_group, 1), uplink_bw, 0.0, "net"
     )
     details["spines"] = str(spines.size)
-    details["leaf uplink"] = f"{uplink_bw / 1e9:.1f} GB/s x {spines_per_group}"
+    details["leaf uplink"] = f"{uplink_bw / 1e9:,.1f} GB/s x {spines_per_group}"
     if num_pods == 1:
         fabric = ClosFabric(
             nic_up, nic_down, leaf_of_nic, group_of_leaf, leaves, leaf_up, leaf_down, spines
@@ -220,7 +227,7 @@ def build_clos(
     spine_down = table.add_links(core_nodes, spine_nodes, spine_bw, 0.0, "net")
     details["pods"] = str(num_pods)
     details["cores"] = str(cores.size)
-    details["spine uplink"] = f"{spine_bw / 1e9:.1f} GB/s x {cores_per_group}"
+    details["spine uplink"] = f"{spine_bw / 1e9:,.1f} GB/s x {cores_per_group}"
     fabric = ClosFabric(
         nic_up,
         nic_down,
@@ -235,6 +242,16 @@ def build_clos(
         cores,
     )
     return fabric, details
+
+
+def uplinks_per_leaf(cabled_ports: int, oversubscription: float) -> int:
+    """Uplinks a leaf with ``cabled_ports`` NIC ports needs at ``oversubscription`` (at least 1).
+
+    Examples:
+        >>> uplinks_per_leaf(32, 1.0), uplinks_per_leaf(4, 1.0), uplinks_per_leaf(32, 4.0)
+        (32, 4, 8)
+    """
+    return max(1, int(np.ceil(cabled_ports / oversubscription)))
 
 
 def fat_tree_leaves(num_nodes: int, nics: int, down_ports: int) -> tuple[np.ndarray, np.ndarray]:

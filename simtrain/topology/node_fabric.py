@@ -5,7 +5,7 @@ Four families, all built for every node of a cluster at once:
 - ``nvswitch``: every device has one port group to a non-blocking switch plane (DGX/HGX A100
   with 6 NVSwitches, H100 with 4; modelled as one switch node per server). Any device can
   send at its full NVLink bandwidth to any other; H100-class switches reduce in-network
-  (NVLS, ``shared/reference/hardware.md`` §7.2: "NVSwitch gen 3 ... SHARP (NVLS)").
+  (NVLS, ``docs/references/hardware.md`` §7.2: "NVSwitch gen 3 ... SHARP (NVLS)").
 - ``p2p_mesh``: a direct link between every pair of devices (AMD Infinity Fabric; an MI250X
   node holds 8 GCDs), each carrying 1/(g-1) of the device's fabric bandwidth.
 - ``pcie``: devices hang off one PCIe switch (a star like ``nvswitch``, at PCIe rates).
@@ -32,8 +32,8 @@ from simtrain.specs.hardware import LinkSpec
 from simtrain.topology.base import LinkTable
 
 NVLS_LINKS = frozenset({"nvlink4", "nvlink5"})
-"""Scale-up links whose switches reduce in-network (NVSwitch gen 3 and later, hardware.md
-§7.2); NVSwitch gen 2 (A100, nvlink3) cannot."""
+"""Scale-up links whose switches reduce in-network (NVSwitch gen 3 and later,
+docs/references/hardware.md §7.2); NVSwitch gen 2 (A100, nvlink3) cannot."""
 
 NODE_FABRICS: tuple[str, ...] = ("nvswitch", "p2p_mesh", "pcie", *NODE_WIRINGS)
 WIRED_LINKS: dict[str, str] = {"infinity-fabric-mi250x": "mi250x"}
@@ -54,7 +54,8 @@ def default_node_fabric(scale_up_link: str, gpus_per_node: int = 0) -> str:
         return wiring
     if scale_up_link.startswith("nvlink"):
         return "nvswitch"
-    if scale_up_link.startswith("infinity-fabric"):
+    if scale_up_link.startswith(("infinity-fabric", "ici")):
+        # TPU chips of one host outside a torus slice reach each other over ICI directly.
         return "p2p_mesh"
     if scale_up_link.startswith("pcie"):
         return "pcie"

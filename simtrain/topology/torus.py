@@ -26,7 +26,10 @@ from simtrain.topology.base import LinkTable
 
 @dataclass(frozen=True)
 class TorusRouter:
-    """Dimension-order routes on a torus or open mesh of shape ``shape``."""
+    """Dimension-order routes on tori or open meshes of shape ``shape`` (one per slice).
+
+    Chip ``i`` is chip ``i % X*Y*Z`` of slice ``i // X*Y*Z``; routes stay in a slice.
+    """
 
     shape: tuple[int, int, int]
     wraparound: bool
@@ -37,8 +40,9 @@ class TorusRouter:
 
     def __call__(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
         """Link ids of each dimension-order route, padded with -1."""
-        coords_src = np.stack(np.unravel_index(src, self.shape, order="F"), axis=1)
-        coords_dst = np.stack(np.unravel_index(dst, self.shape, order="F"), axis=1)
+        chips = int(np.prod(self.shape))
+        coords_src = np.stack(np.unravel_index(src % chips, self.shape, order="F"), axis=1)
+        coords_dst = np.stack(np.unravel_index(dst % chips, self.shape, order="F"), axis=1)
         columns: list[np.ndarray] = []
         current = src.copy()
         for dim, size in enumerate(self.shape):
@@ -58,18 +62,24 @@ class TorusRouter:
 
 
 def build_torus(
-    table: LinkTable, shape: tuple[int, int, int], wraparound: bool, link: LinkSpec
+    table: LinkTable,
+    shape: tuple[int, int, int],
+    wraparound: bool,
+    link: LinkSpec,
+    num_slices: int = 1,
 ) -> tuple[TorusRouter, float]:
-    """Add the links of a torus over chips 0..X*Y*Z-1; return its router and bisection.
+    """Add the links of ``num_slices`` tori over chips 0..slices*X*Y*Z-1.
 
     Returns:
-        The router and the bisection bandwidth in bytes/s per direction (the cut across the
-        longest dimension, which wrap-around links cross twice).
+        The router and the bisection bandwidth of one slice in bytes/s per direction (the
+        cut across the longest dimension, which wrap-around links cross twice).
     """
-    num_chips = int(np.prod(shape))
+    per_slice = int(np.prod(shape))
+    num_chips = per_slice * num_slices
     bw = link.effective_bandwidth_bytes_per_s / link.ports
     chips = np.arange(num_chips)
-    coords = np.stack(np.unravel_index(chips, shape, order="F"), axis=1)
+    base = chips - chips % per_slice
+    coords = np.stack(np.unravel_index(chips % per_slice, shape, order="F"), axis=1)
     link_ids = np.full((num_chips, 3, 2), -1, dtype=np.int64)
     neighbour = np.full((num_chips, 3, 2), -1, dtype=np.int64)
     for dim, size in enumerate(shape):
@@ -82,11 +92,13 @@ def build_torus(
             if wraparound:
                 target[:, dim] %= size
                 valid[:] = True
-            dest = np.ravel_multi_index(tuple(np.where(valid, target.T, 0)), shape, order="F")
+            dest = base + np.ravel_multi_index(
+                tuple(np.where(valid, target.T, 0)), shape, order="F"
+            )
             ids = table.add_links(chips[valid], dest[valid], bw, link.latency_s, "ici")
             link_ids[valid, dim, direction] = ids
             neighbour[valid, dim, direction] = dest[valid]
     longest = max(shape)
-    crossing = (2 if wraparound and longest > 2 else 1) * (num_chips // longest)
+    crossing = (2 if wraparound and longest > 2 else 1) * (per_slice // longest)
     bisection = crossing * bw if longest > 1 else 0.0
     return TorusRouter(shape, wraparound, link_ids, neighbour), bisection

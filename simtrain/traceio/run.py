@@ -98,6 +98,14 @@ def replay_directory(
             "scale": note.scale,
             "scaled_names": list(note.scaled_names),
         }
+        if note.num_reestimated + note.num_scaled == 0:
+            # simtrain's own exports carry ops, not measured times: the compute model already
+            # times every task for the target, so there is nothing to re-time.
+            info["retarget"]["note"] = (
+                f"nothing to re-time: the trace has no measured compute durations, so every "
+                f"compute task is already timed by the compute model of "
+                f"{target.accelerator.name}"
+            )
     compute = target.compute or RooflineComputeModel(target.accelerator, target.dtype)
     # Measured traces keep the pacing they were recorded with (their kernel durations, and
     # the host thread where Kineto records it); only a trace with nothing measured, such as

@@ -20,7 +20,7 @@ def test_lookup_is_case_insensitive():
 
 @pytest.mark.parametrize(
     ("name", "bf16_tflops", "hbm_tb_per_s"),
-    [  # shared/reference/hardware.md §7.1, dense
+    [  # docs/references/hardware.md §7.1, dense
         ("A100-80GB", 312, 2.039),
         ("H100-SXM", 989.4, 3.35),
         ("B200", 2250, 8.0),
@@ -45,7 +45,8 @@ def test_every_entry_has_a_source_and_known_links():
 
 
 def test_measured_effective_bandwidths():
-    # collectives.md §6.1-6.2: NVLink3 ring ≈230 GB/s, NVLink4 ≈370, HDR ≈24 per NIC, NDR ≈47.
+    # docs/references/collectives.md §6.1 and §6.2: NVLink3 ring ≈230 GB/s, NVLink4 ≈370,
+    # HDR ≈24 per NIC, NDR ≈47.
     assert get_link("nvlink3").effective_bandwidth_bytes_per_s == pytest.approx(230e9)
     assert get_link("nvlink4").effective_bandwidth_bytes_per_s == pytest.approx(370e9)
     assert get_link("ib-hdr").effective_bandwidth_bytes_per_s == pytest.approx(24e9)

@@ -36,9 +36,10 @@ def test_collective_json_has_the_documented_keys_and_busbw(capsys):
     )
     assert code == 0
     rows = json.loads(out)
-    assert [set(r) for r in rows] == [{"size_bytes", "time_s", "algbw_gbps", "busbw_gbps", "algo"}]
+    keys = {"size_bytes", "time_s", "algbw_gbps", "busbw_gbps", "algo", "protocol"}
+    assert [set(r) for r in rows] == [keys]
     row = rows[0]
-    assert row["size_bytes"] == 2**30 and row["algo"] == "ring"
+    assert row["size_bytes"] == 2**30 and row["algo"] == "ring" and row["protocol"] == "simple"
     assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"] * 2 * 7 / 8)
     assert row["busbw_gbps"] == pytest.approx(230, rel=0.10)
 
@@ -114,3 +115,30 @@ def test_unknown_algorithm(capsys):
 def test_bad_sizes(capsys):
     code, _, err = run(capsys, "collective", "--topology", "dgx-h100-superpod", "--sizes", "4G:1M")
     assert_one_line_error(code, err, "'--sizes'")
+
+
+def test_topology_png_draws_a_large_preset_and_a_bad_path_fails_before_the_table(capsys, tmp_path):
+    png = tmp_path / "superpod.png"
+    code, out, err = run(capsys, "topology", "dgx-h100-superpod", "--png", str(png))
+    assert code == 0 and png.stat().st_size > 10_000 and err == ""
+    assert "spine switches" in out and f"wrote {png}" in out
+    code, out, err = run(capsys, "topology", "dgx-h100-superpod", "--png", "/nonexistent/x.png")
+    assert code == 2 and out == "" and err.startswith("error: ") and len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("network", ["nccl", "flow"])
+def test_collective_json_protocol_matches_the_table(capsys, network):
+    argv = ["collective", "--topology", "dgx-a100-superpod", "--ranks", "8", "--sizes", "4K:16M"]
+    code, out, _ = run(capsys, *argv, "--network", network, "--json")
+    assert code == 0
+    rows = json.loads(out)
+    assert rows[0]["protocol"] == "ll" and rows[-1]["protocol"] in ("ll128", "simple")
+    code, table, _ = run(capsys, *argv, "--network", network)
+    assert code == 0 and f"({network} model)" in table
+    lines = [line for line in table.splitlines() if "KiB" in line or "MiB" in line]
+    assert [line.split()[-2] for line in lines] == [r["protocol"] for r in rows]
+
+
+def test_collective_unknown_network_is_a_one_line_error(capsys):
+    code, _, err = run(capsys, "collective", "--topology", "dgx-a100-superpod", "--network", "x")
+    assert_one_line_error(code, err, "'--network' must be one of nccl, flow")

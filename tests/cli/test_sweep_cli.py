@@ -135,7 +135,7 @@ def test_sigint_then_sigkill_then_resume_equals_an_uninterrupted_run(tmp_path):
 
     third = start(sweep, store, "--resume", "--out", str(tmp_path / "resumed.csv"))
     assert third.wait(timeout=300) == 0, output(third)[1]
-    assert "already in the store" in output(third)[0]
+    assert "found in the store" in output(third)[0]
 
     clean = start(sweep, tmp_path / "clean.sqlite", "--out", str(tmp_path / "clean.csv"))
     assert clean.wait(timeout=300) == 0, output(clean)[1]
@@ -156,7 +156,7 @@ def test_json_rows_have_the_swept_fields_and_the_issue_keys(capsys, tmp_path):
     path = write_sweep(tmp_path)
     code, out, err = run(
         capsys, "sweep", path, "--store", tmp_path / "s.sqlite", "--workers", "1", "--json",
-        "--out", tmp_path / "rows.parquet",
+        "--out", tmp_path / "rows.csv",
     )  # fmt: skip
     assert code == 0, err
     rows = json.loads(out)
@@ -168,6 +168,17 @@ def test_json_rows_have_the_swept_fields_and_the_issue_keys(capsys, tmp_path):
     )  # fmt: skip
     assert {r["status"] for r in rows} == {"ok", "invalid"}
     assert "12 configurations: 7 simulated, 5 pruned" in err
+    assert len(pd.read_csv(tmp_path / "rows.csv")) == 12
+
+
+@pytest.mark.needs_extra("parquet")
+def test_out_parquet_writes_every_row(capsys, tmp_path):
+    path = write_sweep(tmp_path)
+    code, _, err = run(
+        capsys, "sweep", path, "--store", tmp_path / "s.sqlite", "--workers", "1",
+        "--out", tmp_path / "rows.parquet",
+    )  # fmt: skip
+    assert code == 0, err
     assert len(pd.read_parquet(tmp_path / "rows.parquet")) == 12
 
 
@@ -216,9 +227,9 @@ def test_bad_sweeps_fail_on_one_line(capsys, tmp_path, changes, expected):
     assert expected in one_line_error(err)
 
 
+@pytest.mark.needs_extra("ray")
 @pytest.mark.parametrize("address", ["127.0.0.1:9", "ray://127.0.0.1:9", "nonsense"])
 def test_unreachable_ray_address_fails_on_one_line(capsys, tmp_path, address):
-    pytest.importorskip("ray", reason="Ray is the optional extra simtrain[ray]")
     path = write_sweep(tmp_path)
     code, _, err = run(
         capsys, "sweep", path, "--store", tmp_path / "s.sqlite", "--executor", "ray",

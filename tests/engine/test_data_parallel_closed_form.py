@@ -1,9 +1,10 @@
-"""A data-parallel step equals its compute plus the alpha-beta all-reduce, exactly."""
+"""A data-parallel step equals its compute plus its network model's all-reduce, exactly."""
 
 import pytest
 
 from simtrain.api import simulate
 from simtrain.catalog import get_link
+from simtrain.network.nccl import NcclNetwork
 from tests.conftest import make_experiment
 
 
@@ -18,7 +19,11 @@ def ring_all_reduce_s(n: int, size_bytes: float, bandwidth: float, alpha: float)
 
 def test_unoverlapped_dp_step_is_compute_plus_ring_all_reduce():
     # Compiled execution issues kernels at no host cost, so the step is device work only.
-    spec = make_experiment("parallel.overlap_grad_reduce=false", "training.execution_mode=compiled")
+    spec = make_experiment(
+        "parallel.overlap_grad_reduce=false",
+        "simulation.network_model=alpha_beta",
+        "training.execution_mode=compiled",
+    )
     result = simulate(spec)
     grads = [op for t in result.program.tasks for op in t.ops if op.name == "grad_all_reduce"]
     assert len(grads) == 1
@@ -36,6 +41,20 @@ def test_unoverlapped_dp_step_is_compute_plus_ring_all_reduce():
     assert summary["exposed_comm_s"] == pytest.approx(
         ring_all_reduce_s(16, size, bandwidth, alpha), rel=1e-9
     )
+
+
+def test_unoverlapped_dp_step_is_compute_plus_the_tuned_all_reduce():
+    spec = make_experiment("parallel.overlap_grad_reduce=false")
+    result = simulate(spec)
+    (grad,) = [op for t in result.program.tasks for op in t.ops if op.name == "grad_all_reduce"]
+    timing = NcclNetwork.from_cluster(spec.cluster).time_collective(
+        "all_reduce", range(16), grad.comm_bytes
+    )
+    assert result.step_time_s == pytest.approx(compute_seconds(result) + timing.time_s, rel=1e-12)
+    frame = result.events_frame()
+    (row,) = frame[frame.label.str.contains("grad")].itertuples()
+    assert (row.algorithm, row.protocol) == (timing.algorithm, timing.protocol)
+    assert timing.algorithm in ("ring", "tree", "nvls_tree")
 
 
 def test_gradient_bytes_equal_local_parameters_in_fp32():

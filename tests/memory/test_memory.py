@@ -11,6 +11,7 @@ from simtrain.memory import (
 from simtrain.specs import ClusterSpec, ExperimentSpec, ModelSpec, ParallelSpec
 from simtrain.specs.training import TrainingSpec
 from simtrain.workload.counts import count_parameters
+from tests.conftest import make_experiment
 
 # GPT-3 22B shape of Korthikanti Table 3: s=2048, h=6144, a=64, b=4 (t=8 where parallel)
 S, H, A, B, T, L, V = 2048, 6144, 64, 4, 8, 48, 51200
@@ -216,3 +217,30 @@ def test_hybrid_shard_group_sets_the_zero_sharding_factor():
     assert hybrid.breakdown_bytes["optimizer"] == pytest.approx(
         8 * full.breakdown_bytes["optimizer"]
     )
+
+
+def test_memory_verdict_has_a_near_limit_band_and_only_oom_does_not_fit():
+    from simtrain.memory.estimate import memory_verdict
+
+    assert memory_verdict(70e9, 80e9, 4e9) == "fits"
+    assert memory_verdict(82e9, 80e9, 4e9) == "near_limit"
+    assert memory_verdict(85e9, 80e9, 4e9) == "oom"
+    spec = make_experiment("parallel.micro_batch_size=16", "parallel.global_batch_size=256")
+    peak = estimate_memory(spec, 80e9).peak_bytes
+    assert estimate_memory(spec, peak * 0.99).verdict == "near_limit"
+    assert estimate_memory(spec, peak * 0.99).fits
+    assert not estimate_memory(spec, peak * 0.5).fits
+
+
+def test_the_loss_keeps_the_stacks_bytes_per_logit():
+    def output_layer(framework):
+        spec = make_experiment(f"training.framework={framework}")
+        return estimate_memory(spec, 80e9).breakdown_bytes["activations.output_layer"]
+
+    spec = make_experiment()
+    m = spec.model
+    logits = m.seq_length * m.vocab_size  # micro-batch 1, tp 1
+    # fp32 logits (4 bytes) against a fused loss on the 16-bit logits (2 bytes)
+    assert output_layer("megatron-core") - output_layer("nemo") == pytest.approx(2 * logits)
+    # eager PyTorch: 16-bit logits, fp32 copy, fp32 log-softmax (10 bytes)
+    assert output_layer("torchtitan") - output_layer("megatron-core") == pytest.approx(6 * logits)

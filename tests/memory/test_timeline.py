@@ -1,3 +1,5 @@
+import itertools
+
 import pytest
 
 from simtrain.engine import run_program
@@ -48,3 +50,29 @@ def test_timeline_of_a_full_simulation_peaks_at_the_estimate(schedule, vpp):
         estimate = estimate_stage_memory(spec, 80e9, rank)
         timeline = memory_timeline(result.program, result.start_s, result.end_s, rank, estimate)
         assert max(b for _, b in timeline) == pytest.approx(estimate.peak_bytes)
+
+
+def test_without_pipelining_memory_rises_and_falls_once_per_microbatch():
+    from simtrain.api import simulate
+
+    small = ModelSpec(num_layers=4, hidden_size=512, num_heads=8, vocab_size=1024, seq_length=512)
+    par = ParallelSpec(dp=1, pp=1, global_batch_size=4)  # 4 microbatches, one after another
+    spec = ExperimentSpec(
+        model=small, parallel=par, cluster=ClusterSpec(accelerator="A100-80GB", num_gpus=1)
+    )
+    result = simulate(spec)
+    estimate = estimate_stage_memory(spec, 80e9, 0)
+    values = [
+        b for _, b in memory_timeline(result.program, result.start_s, result.end_s, 0, estimate)
+    ]
+    static = estimate.peak_bytes - estimate.breakdown_bytes["activations.layers"]
+    assert max(values) == pytest.approx(estimate.peak_bytes)
+    # each microbatch climbs from the static bytes to the peak and back down again
+    peaks = sum(
+        1
+        for a, b in itertools.pairwise(values)
+        if b == pytest.approx(estimate.peak_bytes) and a < b
+    )
+    returns = sum(1 for a, b in itertools.pairwise(values) if b == pytest.approx(static) and a > b)
+    assert peaks == 4 and returns == 4
+    assert len(set(values)) > 8  # layer by layer, not one step per microbatch

@@ -41,7 +41,7 @@ def test_ring_all_gather_closed_form():
     assert m.collective_time_s("all_gather", range(8), GiB) == pytest.approx(expected, rel=1e-9)
 
 
-# Measured large-message busbw, shared/reference/collectives.md §6.1-6.2, each within ±10 %.
+# Measured large-message busbw, docs/references/collectives.md §6.1 and §6.2, each within ±10 %.
 MEASURED = [
     ("8xA100 ring (nccl-tests#149)", dict(accelerator="A100-80GB", num_gpus=8), "ring", 8, 230),
     ("8xH100 ring (nccl-tests#212)", dict(num_gpus=8), "ring", 8, 370),
@@ -250,7 +250,7 @@ def test_direct_all_to_all_in_a_node_shares_each_port_among_peers():
 
 
 def test_tpuv4_pod_torus_all_reduce_reaches_the_published_1_1_pb_per_s():
-    # hardware.md §7.1 (TPU v4): pod all-reduce bandwidth 1.1 PB/s over 4,096 chips
+    # docs/references/hardware.md §7.1 (TPU v4): pod all-reduce bandwidth 1.1 PB/s over 4,096 chips
     cluster = ClusterSpec(
         accelerator="TPUv4",
         num_gpus=4096,

@@ -141,7 +141,7 @@ def test_stage_times_reject_weight_longer_than_backward():
 
 @pytest.mark.parametrize("pp", [2, 4, 6, 8])
 def test_dualpipe_bubble_and_memory_do_not_grow_with_microbatches(pp):
-    # pipeline-theory.md §9 notes: "Neither its bubble nor its activation memory grows with m."
+    # pipeline-theory.md §9: neither DualPipe's bubble nor its activation memory grows with m.
     small, large = replay("dualpipe", pp, 2 * pp), replay("dualpipe", pp, 4 * pp + 2)
     assert small.bubble_time_s == pytest.approx(large.bubble_time_s)
     assert small.peak_inflight_microbatches == large.peak_inflight_microbatches

@@ -11,7 +11,7 @@ from simtrain.reliability import meta_expected_ettr, monte_carlo, young_interval
 DAY_S = 86400.0
 
 # (nodes, failures per node-day r_f, checkpoint interval Δt s, stall w s, restart u₀ s).
-# r_f: RSC-1 6.50e-3 and RSC-2 2.34e-3 per node-day (reliability.md §8.1).
+# r_f: RSC-1 6.50e-3 and RSC-2 2.34e-3 per node-day (docs/references/reliability.md §8.1).
 GRID = [
     (nodes, rate, interval, stall, restart)
     for nodes in (128, 512, 2048)

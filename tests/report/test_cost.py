@@ -68,7 +68,7 @@ def test_run_totals_rounds_steps_up_and_divides_by_goodput():
 
 def test_price_presets_are_dated_and_unknown_accelerators_have_none():
     for price in PRESET_PRICES.values():
-        assert price.date and price.source.startswith("shared/reference/hardware.md §7.4")
+        assert price.date and price.source.startswith("docs/references/hardware.md §7.4")
     assert preset_price("h100-sxm").usd_per_gpu_hour == 2.49
     with pytest.raises(SpecError, match=r"cost\.usd_per_gpu_hour"):
         preset_price("MI300X")

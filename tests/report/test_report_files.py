@@ -106,3 +106,18 @@ def test_run_with_reliability_uses_its_goodput_for_the_whole_run(capsys, tmp_pat
     assert cost["goodput"] == ettr and cost["goodput_source"].startswith("reliability")
     assert cost["usd_per_gpu_hour"] == 3.0
     assert cost["run"]["wall_days"] == pytest.approx(cost["run"]["productive_days"] / ettr)
+
+
+def test_titles_follow_overrides_and_drop_the_file_description():
+    from simtrain import load_experiment
+    from simtrain.report.titles import config_title
+
+    quickstart = Path(__file__).parents[2] / "experiments" / "quickstart.yaml"
+    as_written = load_experiment(quickstart)
+    assert as_written.description  # the file's own words, kept when nothing is overridden
+    changed = load_experiment(quickstart, ["parallel.pp=4", "cluster.num_gpus=32"])
+    assert changed.description == ""
+    assert "PP4" in config_title(changed) and "32 × H100-SXM" in config_title(changed)
+    assert "PP4" not in config_title(as_written) and "16 × H100-SXM" in config_title(as_written)
+    own = load_experiment(quickstart, ["parallel.pp=4", "description=my words"])
+    assert own.description == "my words"

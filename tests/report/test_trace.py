@@ -98,6 +98,7 @@ def test_p2p_sends_are_flows_bound_inside_their_slices(trace):
     assert all(pair["s"]["ts"] <= pair["f"]["ts"] for pair in by_id.values())
 
 
+@pytest.mark.needs_extra("perfetto")
 def test_loads_in_perfetto_trace_processor(result, trace, tmp_path):
     # The perfetto package downloads its native trace_processor_shell on first use; tests
     # must not fetch binaries, so this runs only with a local binary named by the variable.
@@ -141,3 +142,13 @@ def test_collectives_of_several_simulated_ranks_are_chained_by_flows():
     flows = Counter(e["name"] for e in chrome_trace(result)["traceEvents"] if e["ph"] == "s")
     assert flows["collective"] == sum(n - 1 for n in members) > 0
     assert flows["p2p"] == 2 * (PP - 1) * (32 // 2) * 2  # 2 pipelines x 16 microbatches
+
+
+def test_communication_slices_name_their_algorithm_and_protocol(result, trace):
+    comm = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["cat"].endswith("_comm")]
+    assert comm and all({"algorithm", "protocol"} <= set(e["args"]) for e in comm)
+    compute = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["cat"] == "compute"]
+    assert all("algorithm" not in e["args"] for e in compute)
+    frame = result.events_frame()
+    comm_rows = frame[frame.category.str.endswith("_comm")]
+    assert (comm_rows.algorithm != "").all() and (comm_rows.protocol != "").all()

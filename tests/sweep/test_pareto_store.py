@@ -3,7 +3,7 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simtrain.sweep.pareto import pareto_front, pareto_mask, plot_pareto
+from simtrain.sweep.pareto import meaningful_panels, pareto_front, pareto_mask, plot_pareto
 from simtrain.sweep.store import ResultStore
 
 
@@ -33,6 +33,22 @@ def test_pareto_front_skips_unsimulated_rows_and_plot_writes_a_file(tmp_path):
     assert front.index.tolist() == [0, 3]
     out = plot_pareto(table, tmp_path / "front.png")
     assert out.stat().st_size > 1000
+
+
+def test_pareto_plot_draws_only_axes_that_vary():
+    table = pd.DataFrame(
+        {
+            "status": ["ok", "ok", "ok"],
+            "tokens_per_s": [10.0, 5.0, 12.0],
+            "num_gpus": [64, 64, 64],  # one cluster size: no GPUs panel
+            "memory_headroom_bytes": [1e9, 5e9, 2e9],
+            "usd_per_million_tokens": [None, None, None],  # no price: no $ panel
+        }
+    )
+    assert [panel[0] for panel in meaningful_panels(table)] == ["memory_headroom_bytes"]
+    flat = table.assign(memory_headroom_bytes=[1e9, 1e9 + 1e6, 1e9])  # 0.1 %: flat
+    assert meaningful_panels(flat) == []
+    assert plot_pareto(flat, "never-written.png") is None
 
 
 def test_store_survives_reopening_and_replaces_by_key(tmp_path):

@@ -63,8 +63,8 @@ def test_a_non_empty_store_needs_resume_or_overwrite(tmp_path):
     assert again.counts["evaluated"] == 1
 
 
+@pytest.mark.needs_extra("ray")
 def test_ray_gives_the_same_results_as_local_processes(tmp_path):
-    pytest.importorskip("ray", reason="Ray is the optional extra simtrain[ray]")
     spec = sweep_from_dict(tiny_sweep())
     local = run_sweep(spec, TINY_BASE, num_workers=2)
     ray = run_sweep(spec, TINY_BASE, executor="ray", num_workers=2)

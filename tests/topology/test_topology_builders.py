@@ -46,8 +46,8 @@ def test_mi300x_node_is_a_full_mesh():
     topo = build_topology(cluster("MI300X", num_gpus=8))
     assert topo.node_fabric == "p2p_mesh"
     assert topo.num_links == 8 * 7
-    # each pair link carries 1/7 of the GPU's fabric bandwidth (448 GB/s x 0.7)
-    assert np.allclose(topo.link_bandwidth_bytes_per_s * 7, 448e9 * 0.7)
+    # each pair link carries 1/7 of the GPU's fabric bandwidth (316.82 GB/s, amd.md §4.2)
+    assert np.allclose(topo.link_bandwidth_bytes_per_s * 7, 316.82e9)
 
 
 def test_three_tier_when_leaves_do_not_fit_one_pod():

@@ -26,6 +26,8 @@ REPLAYABLE = [
     "one_remote_mem_store_node",
 ]
 
+pytestmark = pytest.mark.needs_extra("chakra")
+
 
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory) -> Path:

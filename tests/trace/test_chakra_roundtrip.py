@@ -12,6 +12,8 @@ from simtrain.traceio.model import TraceNode
 from simtrain.traceio.replay import build_program
 from tests.trace.helpers import QUICKSTART, SMALL_3D, cli, report
 
+pytestmark = pytest.mark.needs_extra("chakra")
+
 
 def test_round_trip_step_time_matches_run_within_one_percent(capsys, chakra_dir):
     ran = report(capsys, "run", QUICKSTART, *SMALL_3D)

@@ -6,10 +6,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from chakra.schema.protobuf import et_def_pb2 as pb
 
 from simtrain.traceio.chakra_export import _encode
 from tests.trace.helpers import cli
+
+pytestmark = pytest.mark.needs_extra("chakra")
+pb = pytest.importorskip(
+    "chakra.schema.protobuf.et_def_pb2", reason="needs the optional extra simtrain[chakra]"
+)
 
 
 def replay(capsys, directory: Path):

@@ -1,7 +1,6 @@
 """--retarget: measured compute re-estimated where shapes are known, scaled otherwise."""
 
 import pytest
-from chakra.schema.protobuf import et_def_pb2 as pb
 
 from simtrain.catalog import get_accelerator
 from simtrain.compute.roofline import RooflineComputeModel
@@ -11,6 +10,11 @@ from tests.trace.helpers import report
 
 TOPOLOGY = ["--topology", "dgx-h100-superpod", "--accelerator", "H100-SXM"]
 GEMM = Op("mlp_fc1", "gemm", flops=2.0 * 4096 * 4096 * 8192, m=8192, n=4096, k=4096)
+
+pytestmark = pytest.mark.needs_extra("chakra")
+pb = pytest.importorskip(
+    "chakra.schema.protobuf.et_def_pb2", reason="needs the optional extra simtrain[chakra]"
+)
 
 
 def comp(node_id: int, micros: int, op: Op | None = None) -> pb.Node:
@@ -105,3 +109,12 @@ def test_unusable_shapes_fall_back_to_the_measured_time(tmp_path, capsys, shapes
     node = converter_node(0, "aten::mm", shapes, "['Tensor(float)']", 40)
     (tmp_path / "pt.0.et").write_bytes(_encode(pb.GlobalMetadata()) + _encode(node))
     assert report(capsys, "replay", str(tmp_path), *TOPOLOGY)["step_time_s"] == pytest.approx(40e-6)
+
+
+def test_retarget_of_simtrains_own_export_says_why_nothing_changes(chakra_dir, capsys):
+    plain = report(capsys, "replay", str(chakra_dir), *TOPOLOGY)
+    retargeted = report(capsys, "replay", str(chakra_dir), *TOPOLOGY, "--retarget")
+    note = retargeted["replay"]["retarget"]
+    assert note["num_reestimated"] == note["num_scaled"] == 0
+    assert "no measured compute durations" in note["note"] and "H100-SXM" in note["note"]
+    assert retargeted["step_time_s"] == plain["step_time_s"]  # the model timed it both times

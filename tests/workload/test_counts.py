@@ -11,7 +11,7 @@ from simtrain.workload.counts import (
 )
 
 WORKLOADS = Path(__file__).parents[2] / "workloads"
-# shared/reference/training-runs.md §1.1, Table 1: (params in B, heads, hidden, layers)
+# docs/references/training-runs.md §1.1, Table 1: (params in B, heads, hidden, layers)
 MEGATRON_TABLE1 = [
     (1.7, 24, 2304, 24),
     (3.6, 32, 3072, 30),

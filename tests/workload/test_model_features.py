@@ -38,6 +38,7 @@ LAYOUTS = [
     ("parallel.cp=2", "parallel.cp_algorithm=all_gather"),
     ("parallel.cp=2", "parallel.cp_algorithm=ulysses"),
     ("training.dtype=fp8",),
+    ("training.dtype=mxfp8", "cluster.accelerator=B200"),
 ]
 
 

@@ -15,7 +15,8 @@ The order of each rank follows the eight phases of the reference implementation
 ``h = min(r, p-1-r)`` calls "chunk 0" the direction that enters at its own end of the pipeline
 (it runs stage h of it) and "chunk 1" the other (stage p-1-h). Some backwards are split into B
 and a deferred W (taken FIFO from a queue); the others are full backwards (no W). The first
-rank holds p+1 microbatches in flight (``pipeline-theory.md`` §9, DeepSeek-V3 Table 2).
+rank holds p+1 microbatches in flight (``docs/references/pipeline-theory.md`` §9,
+DeepSeek-V3 Table 2).
 Requires p even and m even with m >= 2p.
 
 Replayed with F and B run one after the other (the overlap of a forward with a backward chunk

@@ -1,7 +1,7 @@
 """GPipe: every rank runs all forwards, then all backwards (Huang et al. 2019).
 
 Bubble fraction (p-1)/(m+p-1) of the step with equal stage times; every stage stashes the
-activations of all m microbatches (``shared/reference/pipeline-theory.md`` §9, Narayanan
+activations of all m microbatches (``docs/references/pipeline-theory.md`` §9, Narayanan
 §2.2.1).
 """
 

@@ -9,7 +9,7 @@ forwards (at most all v·m of them), then alternates one forward and one backwar
 
 With equal stage times the bubble fraction is (p-1)/(v*m+p-1), activation memory on the first
 rank grows by (1 + (p-1)/(p*v)) over 1F1B (Korthikanti §4.2.3), and m must be a multiple of p
-(``pipeline-theory.md`` §9).
+(``docs/references/pipeline-theory.md`` §9).
 """
 
 from __future__ import annotations

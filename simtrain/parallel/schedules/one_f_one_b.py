@@ -2,8 +2,8 @@
 
 Rank i (0-based) runs ``min(p-1-i, m)`` warm-up forwards, then pairs (F, B) while forwards
 remain, then the remaining backwards. Same bubble as GPipe, (p-1)/(m+p-1), but stage i holds at
-most p-i microbatches' activations instead of m (Narayanan §2.2.1; ``pipeline-theory.md`` §9:
-"stage i holds p−i+1", 1-based).
+most p-i microbatches' activations instead of m (Narayanan §2.2.1;
+``docs/references/pipeline-theory.md`` §9: "stage i holds p−i+1", 1-based).
 """
 
 from __future__ import annotations

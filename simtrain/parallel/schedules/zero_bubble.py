@@ -8,7 +8,7 @@ done, B not yet done):
 - ZB-H1: rank i (0-based) holds at most p-i, as in 1F1B, so memory stays at p·M_B on the first
   stage; bubble time (p-1)(T_F+T_B-T_W), a third of 1F1B's when T_F = T_B = T_W.
 - ZB-H2: rank i holds at most 2(p-i)-1, so the first stage holds 2p-1 microbatches and the
-  warm-up bubble fills with extra forwards (``pipeline-theory.md`` §9, ZB Table 2).
+  warm-up bubble fills with extra forwards (``docs/references/pipeline-theory.md`` §9, ZB Table 2).
 
 Both are built the same way: a list scheduler steps through unit-time slots (the ZB paper's
 T_F = T_B = T_W setting) and each rank picks, in this order of priority, the next B whose inputs
