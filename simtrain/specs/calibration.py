@@ -99,7 +99,11 @@ class ComputeCalibration(Spec):
     name: str
     """Name of the calibration (usually the accelerator family)."""
     accelerators: list[str]
-    """Catalog accelerators this calibration applies to."""
+    """Catalog accelerators this calibration was fitted on (or stated for)."""
+    inherited_by: list[str] = []
+    """Catalog accelerators with no measurements of their own that use these constants
+    unchanged because they share the silicon (e.g. H200 and H100: same die and clocks);
+    their reports say ``inherited``."""
     provenance: Provenance
     """``fitted`` (on measurements named in ``fit``), ``inherited`` (another part's fractions)
     or ``assumed`` (stated assumption, no measurement)."""

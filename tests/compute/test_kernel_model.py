@@ -113,7 +113,9 @@ def test_host_issue_cost_depends_on_the_execution_mode():
     assert eager > graphs > compiled == 0
 
 
-def test_parts_without_measurements_inherit_and_say_so():
+def test_parts_without_measurements_inherit_or_assume_and_say_so():
     assert calibration_for("A100-40GB").provenance == "fitted"
-    inherited = calibration_for("MI250X")
-    assert inherited.provenance == "inherited" and "A100" in inherited.source.upper()
+    assert calibration_for("H200").provenance == "inherited"
+    assert calibration_for("H200").gemm == calibration_for("H100-SXM").gemm
+    assumed = calibration_for("TPUv4")
+    assert assumed.provenance == "assumed" and "A100" in assumed.source

@@ -2,9 +2,11 @@
 
 Each ``*.yaml`` here is a :class:`~simtrain.specs.calibration.ComputeCalibration`: the
 efficiency constants of the compute model for the accelerators it lists, with where they come
-from (a fit on named measurements with its hold-out, or an assumption). An accelerator no file
-lists inherits the A100 *fractions* (efficiencies relative to its own peak and bandwidth),
-marked ``inherited`` so every report can say so. Files are read on first use, not at import.
+from (a fit on named measurements with its hold-out, or an assumption). A part that shares
+another's silicon is listed in that file's ``inherited_by`` and reported ``inherited``; a part
+no file names gets the A100 *fractions* (efficiencies relative to its own peak and bandwidth),
+reported ``assumed``, so every report says how far to trust it. Files are read on first use,
+not at import.
 """
 
 from __future__ import annotations
@@ -35,19 +37,33 @@ def calibrations() -> dict[str, ComputeCalibration]:
 
 @cache
 def calibration_for(accelerator: str) -> ComputeCalibration:
-    """The calibration of catalog accelerator ``accelerator`` (inherited when none lists it)."""
+    """The calibration of catalog accelerator ``accelerator``.
+
+    A file that lists the part gives its own provenance; a file that the part is
+    ``inherited_by`` gives the same constants marked ``inherited``; a part no file names
+    gets the A100 efficiency fractions marked ``assumed`` (not calibrated).
+    """
     for cal in calibrations().values():
         if accelerator in cal.accelerators:
             return cal
+    for cal in calibrations().values():
+        if accelerator in cal.inherited_by:
+            return cal.model_copy(
+                update={
+                    "accelerators": [accelerator],
+                    "provenance": "inherited",
+                    "source": f"{cal.accelerators[0]}'s fit (same silicon): {cal.source}",
+                }
+            )
     base = calibrations()[INHERIT_FROM]
     return base.model_copy(
         update={
-            "name": f"{INHERIT_FROM}-inherited",
+            "name": f"{INHERIT_FROM}-fractions",
             "accelerators": [accelerator],
-            "provenance": "inherited",
+            "provenance": "assumed",
             "source": (
-                f"no measurements of {accelerator} in the calibration set: inherits the "
-                f"{base.name} efficiency fractions (relative to its own peak and bandwidth)"
+                f"no measured runs for {accelerator}: {base.accelerators[0]}'s efficiency "
+                "fractions (relative to its own peak and bandwidth), not calibrated"
             ),
             "fit": None,
         }
