@@ -6,11 +6,15 @@ import time
 import warnings
 from importlib.metadata import PackageNotFoundError, version
 
-from simtrain.catalog import get_accelerator, get_link
+import numpy as np
+
+from simtrain.catalog import cluster_links, get_accelerator
 from simtrain.catalog.calibrations import load_calibration_file
 from simtrain.compute.roofline import RooflineComputeModel, check_dtype
 from simtrain.engine import collective_choices, run_program
+from simtrain.engine.variability import speed_factors
 from simtrain.errors import SpecError
+from simtrain.limits import MAX_TASKS, MAX_TOPOLOGY_ELEMENTS, check_tasks, check_topology
 from simtrain.memory import estimate_memory
 from simtrain.metrics.flops import step_flops
 from simtrain.metrics.result import MemorySummary, SimulationResult
@@ -36,8 +40,7 @@ def simtrain_version() -> str:
 def check_hardware(spec: ExperimentSpec) -> None:
     """Cross-check the spec against the catalog (names, dtype support)."""
     acc = get_accelerator(spec.cluster.accelerator)
-    get_link(spec.cluster.scale_up_link or acc.scale_up_link, "cluster.scale_up_link")
-    get_link(spec.cluster.scale_out_link or acc.scale_out_link, "cluster.scale_out_link")
+    cluster_links(spec.cluster)
     check_dtype(acc, spec.training.dtype)
 
 
@@ -77,6 +80,10 @@ def network_model_for(spec: ExperimentSpec) -> NetworkModel:
     (:mod:`simtrain.engine.replicas`); ``alpha_beta`` is a textbook ring on catalog figures.
     """
     sim = spec.simulation
+    if sim.collective_algorithm != "auto":
+        from simtrain.collectives.base import get_algorithm
+
+        get_algorithm(sim.collective_algorithm, field="simulation.collective_algorithm")
     if sim.network_model == "nccl":
         from simtrain.network.nccl import NcclNetwork
 
@@ -98,24 +105,47 @@ def network_model_for(spec: ExperimentSpec) -> NetworkModel:
     return AlphaBetaNetwork.from_cluster(spec.cluster)
 
 
-def simulate(spec: ExperimentSpec, full: bool | None = None) -> SimulationResult:
+def simulate(
+    spec: ExperimentSpec,
+    full: bool | None = None,
+    repeat: int = 1,
+    *,
+    max_tasks: int = MAX_TASKS,
+    max_topology_elements: int = MAX_TOPOLOGY_ELEMENTS,
+) -> SimulationResult:
     """Simulate one training step of ``spec``.
 
     Args:
         spec: a validated experiment (see :func:`load_experiment`).
         full: simulate every rank instead of one per symmetry class; defaults to
             ``spec.simulation.full``.
+        repeat: steps to replay, each with its own draw of rank speeds
+            (``simulation.variability``) from the one generator seeded by ``spec.seed``; the
+            result's timeline is the first, ``step_times_s`` holds them all.
+        max_tasks: refuse a program estimated above this many tasks (:mod:`simtrain.limits`).
+        max_topology_elements: refuse a network (nccl and flow models) above this many
+            elements.
 
     Raises:
-        SpecError: the spec names hardware the catalog lacks, or a dtype it cannot run.
+        SpecError: the spec names hardware the catalog lacks, or a dtype it cannot run, or the
+            work estimate is over a limit.
     """
     began = time.perf_counter()
     check_hardware(spec)
+    check_tasks(spec, full, max_tasks)
+    if spec.simulation.network_model != "alpha_beta":  # nccl and flow wire the topology
+        check_topology(spec.cluster, max_topology_elements)
     acc = get_accelerator(spec.cluster.accelerator)
     program = build_program(spec, full)
     compute = compute_model_for(spec)
     network = network_model_for(spec)
-    engine = run_program(program, compute, network)
+    variability = spec.simulation.variability
+    rng = np.random.default_rng(spec.seed)
+    runs = []
+    for _ in range(max(1, repeat)):
+        speed = speed_factors(program.weights, variability, rng) if variability.active else None
+        runs.append(run_program(program, compute, network, speed))
+    engine = runs[0]
     program = engine.program or program
     memory = estimate_memory(spec, acc.hbm_capacity_bytes)
     return SimulationResult(
@@ -138,6 +168,7 @@ def simulate(spec: ExperimentSpec, full: bool | None = None) -> SimulationResult
         num_events=engine.num_events,
         replay_wall_s=engine.replay_wall_s,
         comm_choices=collective_choices(program, network),
+        step_times_s=tuple(run.step_time_s for run in runs),
         wall_time_s=time.perf_counter() - began,
         version=simtrain_version(),
         calibration={

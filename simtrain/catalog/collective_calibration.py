@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import Field
 
-from simtrain.specs.base import Spec
+from simtrain.specs.base import Spec, bounded
 
 CALIBRATION_DIR = Path(__file__).with_name("collective_calibrations")
 
@@ -34,9 +33,11 @@ class CollectiveFit(Spec):
     """Rows the constants were fitted on (declared in the fit script before fitting)."""
     held_out_rows: list[str]
     """Rows kept out of the fit and reported."""
-    fit_error: float
+    fit_error: float = bounded(ge=-100, le=100, why="a relative error; 100x is no fit")
     """Relative error on the fit rows (signed, worst absolute value)."""
-    held_out_error: float | None = None
+    held_out_error: float | None = bounded(
+        None, ge=-100, le=100, why="a relative error; 100x is no fit"
+    )
     """Relative error on the held-out rows (signed, worst absolute value)."""
     date: str
     """When it was fitted (ISO date)."""
@@ -51,7 +52,9 @@ class CollectiveCalibration(Spec):
     """Catalog accelerators this file calibrates (empty for the default)."""
     provenance: Literal["fitted", "inherited", "assumed"]
     """fitted on measured data, inherited from another family, or assumed."""
-    launch_overhead_s: float = Field(ge=0, le=1e-3)
+    launch_overhead_s: float = bounded(
+        ge=0, le=1e-3, why="a millisecond, 50x NCCL's per-call overhead"
+    )
     """Fixed cost of one collective or point-to-point call beyond NCCL's cost model."""
     source: str
     """Where the number comes from (a docs/references section, or the file inherited)."""

@@ -40,6 +40,10 @@ SLINGSHOT_EFFICIENCY = 23.82 / 25
 # experiments/calibration/slingshot.py on the one measured 2-node RCCL point (busbw 85 GB/s
 # at 128 MiB, networks.md §1.3) given the NIC bandwidth above.
 SLINGSHOT_STEP_LATENCY_S = 10.37e-6
+# Per-step latency of a ring over TPU DCN (host-mediated transfers between slices), fitted
+# by experiments/calibration/tpu_dcn.py on MaxText's v5e multi-slice MFU decline (16B and
+# 64B series; 32B and 128B held out), docs/references/tpu.md §5. v4 and v5p inherit it.
+TPU_DCN_STEP_LATENCY_S = 0.942e-3
 # NDR efficiency: 47 GB/s measured (46-48, docs/references/collectives.md §6.2) of a 50 GB/s
 # line rate.
 NDR_EFFICIENCY = 47 / 50
@@ -149,28 +153,30 @@ LINKS: dict[str, LinkSpec] = {
             name="dcn-v4",
             kind="scale_out",
             bandwidth_bytes_per_s=2.5e10,
-            latency_s=NET_LAT_S,
+            latency_s=TPU_DCN_STEP_LATENCY_S,
             efficiency=1.0,
             source=f"{_TPU} §3: ≈2.5e10 B/s per host, scaling-book's typical (achieved) DCN "
-            "figure for TPU v4",
+            "figure for TPU v4; per-step latency inherited from the v5e fit (§5)",
         ),
         LinkSpec(
             name="dcn-v5e",
             kind="scale_out",
             bandwidth_bytes_per_s=2 * 100e9 / 8,
-            latency_s=NET_LAT_S,
+            latency_s=TPU_DCN_STEP_LATENCY_S,
             efficiency=1.0,
             source=f"{_TPU} §3: 2 x 100 Gb/s NICs per v5e host (6.4 Tb/s per 256-chip pod of 32 "
-            "hosts); efficiency 1 assumed (no measured DCN bandwidth in the reference set)",
+            "hosts); efficiency 1 assumed (no measured DCN bandwidth in the reference set); "
+            f"per-step latency fitted on the multi-slice MFU decline, {_TPU} §5 "
+            "(experiments/calibration/tpu_dcn.py)",
         ),
         LinkSpec(
             name="dcn-v5p",
             kind="scale_out",
             bandwidth_bytes_per_s=2.5e10,
-            latency_s=NET_LAT_S,
+            latency_s=TPU_DCN_STEP_LATENCY_S,
             efficiency=1.0,
             source=f"{_TPU} §3: no published v5p figure; scaling-book's typical 2.5e10 B/s per "
-            "host assumed",
+            "host assumed; per-step latency inherited from the v5e fit (§5)",
         ),
         LinkSpec(
             name="ib-edr",

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import sys
-from typing import TYPE_CHECKING
+import warnings
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
@@ -40,17 +42,33 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
+def _one_line_warning(message: Warning | str, category: type[Warning], *args: Any) -> None:
+    """Print a warning as one ``warning:`` line (not Python's two-line source excerpt)."""
+    err_console.print(f"warning: {message}", markup=False)
+
+
+@functools.cache
+def _command() -> Any:
+    """The click command behind ``app``, built once (typer rebuilds it per call: 0.2 s)."""
+    return typer.main.get_command(app)
+
+
 def run_app(argv: list[str] | None = None) -> int:
     """Run the CLI, turning every expected error into one line on stderr and a non-zero exit."""
     try:
         # Without standalone mode click returns the exit code of a typer.Exit instead of
         # raising it.
-        code = app(args=argv, prog_name="simtrain", standalone_mode=False)
+        with warnings.catch_warnings():
+            warnings.showwarning = _one_line_warning
+            code = _command().main(args=argv, prog_name="simtrain", standalone_mode=False)
         if isinstance(code, int):
             return code
     except typer.Exit as exc:
         return exc.exit_code
     except SimtrainError as exc:
+        err_console.print(f"error: {exc}", markup=False)
+        return 2
+    except Warning as exc:  # a warning turned into an error (python -W error)
         err_console.print(f"error: {exc}", markup=False)
         return 2
     except (typer.Abort, KeyboardInterrupt):
@@ -65,11 +83,14 @@ def run_app(argv: list[str] | None = None) -> int:
 
             err_console.print(f"error: {format_validation_error(exc)}", markup=False)  # type: ignore[arg-type]
             return 2
-        # Usage errors (unknown option, missing argument) are click exceptions, which typer
-        # vendors; they know how to print themselves and carry their exit code.
-        show, exit_code = getattr(exc, "show", None), getattr(exc, "exit_code", None)
-        if callable(show) and isinstance(exit_code, int):
-            show(file=sys.stderr)
+        # Usage errors (unknown option, missing argument, a value of the wrong type) are
+        # click exceptions, which typer vendors: one line naming the option, plus where help is.
+        message, exit_code = getattr(exc, "format_message", None), getattr(exc, "exit_code", None)
+        if callable(message) and isinstance(exit_code, int):
+            ctx = getattr(exc, "ctx", None)
+            hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+            text = " ".join(str(message()).split())
+            err_console.print(f"error: {text}{hint}", markup=False)
             return exit_code
         raise
     return 0

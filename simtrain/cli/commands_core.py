@@ -9,6 +9,8 @@ from typing import Annotated
 import typer
 
 from simtrain.cli.app import app, console, fail, show
+from simtrain.limits import MAX_EVENTS, MAX_TASKS, MAX_TOPOLOGY_ELEMENTS, check_limit
+from simtrain.paths import inside, make_dir, output_dir, output_file
 
 SetOption = Annotated[
     list[str] | None,
@@ -19,6 +21,29 @@ SetOption = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON to stdout instead of tables.")]
+MaxTasksOption = Annotated[
+    int,
+    typer.Option(
+        "--max-tasks",
+        help=f"Refuse a step estimated above this many tasks (default {MAX_TASKS:,}).",
+    ),
+]
+MaxElementsOption = Annotated[
+    int,
+    typer.Option(
+        "--max-topology-elements",
+        help="Refuse a network estimated above this many devices, switches and links "
+        f"(default {MAX_TOPOLOGY_ELEMENTS:,}).",
+    ),
+]
+MaxEventsOption = Annotated[
+    int,
+    typer.Option(
+        "--max-events",
+        help="Refuse a reliability study estimated above this many events "
+        f"(default {MAX_EVENTS:,}).",
+    ),
+]
 
 
 @app.command()
@@ -26,13 +51,26 @@ def run(
     experiment: Annotated[Path, typer.Argument(help="Experiment YAML file.")],
     overrides: SetOption = None,
     out: Annotated[
-        Path | None,
+        str | None,
         typer.Option("--out", help="Directory for report.json, report.md, PNGs and trace.json."),
     ] = None,
     as_json: JsonOption = False,
     full: Annotated[
         bool, typer.Option("--full", help="Simulate every rank (slower; for checking).")
     ] = False,
+    repeat: Annotated[
+        int,
+        typer.Option(
+            "--repeat",
+            min=1,
+            max=10_000,
+            help="Replay N steps, each with its own seeded draw of rank speeds "
+            "(simulation.variability), and report the step time's mean, p50, p99 and std.",
+        ),
+    ] = 1,
+    max_tasks: MaxTasksOption = MAX_TASKS,
+    max_topology_elements: MaxElementsOption = MAX_TOPOLOGY_ELEMENTS,
+    max_events: MaxEventsOption = MAX_EVENTS,
 ) -> None:
     """Simulate one training step of EXPERIMENT and report step time, MFU, communication and memory.
 
@@ -41,14 +79,25 @@ def run(
     from simtrain.api import load_experiment, simulate
     from simtrain.report.terminal import breakdown_table, cost_table, memory_table, summary_table
 
+    check_limit(max_tasks, "--max-tasks")
+    check_limit(max_topology_elements, "--max-topology-elements")
+    check_limit(max_events, "--max-events")
+    if out is not None:
+        out = output_dir(out, "--out")
     spec = load_experiment(experiment, overrides or [])
-    result = simulate(spec, full=full or None)
+    result = simulate(
+        spec,
+        full=full or None,
+        repeat=repeat,
+        max_tasks=max_tasks,
+        max_topology_elements=max_topology_elements,
+    )
     report = result.summary()
     if spec.reliability is not None:
         from simtrain.reliability import reliability_summary
 
         report["reliability"] = reliability_summary(
-            spec, result.step_time_s, result.model_state_bytes
+            spec, result.step_time_s, result.model_state_bytes, max_events=max_events
         )
         from simtrain.metrics.cost import cost_summary
 
@@ -57,13 +106,21 @@ def run(
     if out is not None:
         from simtrain.report.files import write_report_files
 
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+        make_dir(out, "--out")
+        inside(out, "report.json", "--out").write_text(json.dumps(report, indent=2) + "\n")
         write_report_files(result, out, report)
     if as_json:
         typer.echo(json.dumps(report, indent=2))
         return
     show(summary_table(report), breakdown_table(report), memory_table(report), cost_table(report))
+    if "step_time_s_mean" in report:
+        console.print(
+            f"step time over {report['step_time_repeats']} steps: mean "
+            f"{report['step_time_s_mean']:.4g} s, p50 {report['step_time_s_p50']:.4g} s, "
+            f"p99 {report['step_time_s_p99']:.4g} s, std {report['step_time_s_std']:.3g} s",
+            markup=False,
+            soft_wrap=True,
+        )
     if out is not None:
         console.print(
             f"wrote {out}/: report.json, report.md, the PNGs and trace.json",
@@ -121,23 +178,28 @@ def validate(
 @app.command()
 def trace(
     experiment: Annotated[Path, typer.Argument(help="Experiment YAML file.")],
-    out: Annotated[Path, typer.Option("--out", help="Trace JSON file (directory for chakra).")],
+    out: Annotated[str, typer.Option("--out", help="Trace JSON file (directory for chakra).")],
     overrides: SetOption = None,
     full: Annotated[bool, typer.Option("--full", help="Include every rank.")] = False,
     fmt: Annotated[
         str, typer.Option("--format", help="simtrain (one JSON file) or chakra (.et per rank).")
     ] = "simtrain",
+    max_tasks: MaxTasksOption = MAX_TASKS,
 ) -> None:
     """Write the operator-level program of EXPERIMENT (every simulated rank) as a trace."""
     from simtrain.api import check_hardware, load_experiment
+    from simtrain.limits import check_tasks
     from simtrain.parallel.builder import build_program
     from simtrain.parallel.trace import program_to_dict
 
-    spec = load_experiment(experiment, overrides or [])
-    check_hardware(spec)
-    program = build_program(spec, full=full or None)
     if fmt not in ("simtrain", "chakra"):
         raise fail(f"'--format' must be simtrain or chakra (got {fmt!r})")
+    check_limit(max_tasks, "--max-tasks")
+    out = output_dir(out, "--out") if fmt == "chakra" else output_file(out, "--out", ("json",))
+    spec = load_experiment(experiment, overrides or [])
+    check_hardware(spec)
+    check_tasks(spec, full or None, max_tasks)
+    program = build_program(spec, full=full or None)
     if fmt == "chakra":
         from simtrain.traceio.chakra_export import write_chakra
 
@@ -148,7 +210,7 @@ def trace(
             soft_wrap=True,
         )
         return
-    out.parent.mkdir(parents=True, exist_ok=True)
+    make_dir(out.parent, "--out")
     out.write_text(json.dumps(program_to_dict(program, spec.model_dump(mode="json"))))
     ops = sum(len(t.ops) for t in program.tasks)
     console.print(

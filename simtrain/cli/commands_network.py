@@ -17,8 +17,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from simtrain.cli.app import app, console, show
+from simtrain.cli.commands_core import MaxElementsOption
+from simtrain.cli.values import integer
 from simtrain.errors import SpecError
-from simtrain.paths import data_dir
+from simtrain.limits import MAX_TOPOLOGY_ELEMENTS, check_limit, check_topology
+from simtrain.paths import data_dir, image_file
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -26,6 +29,10 @@ if TYPE_CHECKING:
     from simtrain.specs.cluster import ClusterSpec
 
 _UNITS = {"": 1, "B": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+MAX_SIZE_BYTES = 2**40
+"""Largest ``--sizes`` value: 1 TiB."""
+COLLECTIVE_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce")
+"""Collectives ``--op`` accepts."""
 BUSBW_FACTOR = {
     "all_reduce": lambda n: 2 * (n - 1) / n,
     "all_gather": lambda n: (n - 1) / n,
@@ -48,6 +55,7 @@ def load_cluster(source: str) -> ClusterSpec:
     """
     from pydantic import ValidationError
 
+    from simtrain.catalog import cluster_links
     from simtrain.specs.cluster import ClusterSpec
     from simtrain.specs.loader import format_validation_error, load_yaml_tree
 
@@ -63,9 +71,11 @@ def load_cluster(source: str) -> ClusterSpec:
     if not isinstance(data.get("cluster"), dict):
         raise SpecError(f"'{path}' must have a top-level 'cluster:' mapping")
     try:
-        return ClusterSpec.model_validate(data["cluster"])
+        cluster = ClusterSpec.model_validate(data["cluster"])
     except ValidationError as exc:
-        raise SpecError(format_validation_error(exc, f"{path}: cluster")) from None
+        raise SpecError(format_validation_error(exc, f"{path}: cluster", ClusterSpec)) from None
+    cluster_links(cluster)
+    return cluster
 
 
 def parse_sizes(text: str) -> list[int]:
@@ -78,14 +88,17 @@ def parse_sizes(text: str) -> list[int]:
     parts = text.split(":")
     values = []
     for part in parts:
-        match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGTB]?)i?B?\s*", part, re.IGNORECASE)
+        match = re.fullmatch(r"\s*(\d{1,15}(?:\.\d{1,15})?)\s*([KMGTB]?)i?B?\s*", part, re.I)
         if not match:
             raise SpecError(
-                f"'--sizes' must look like 1M:4G or 64K (units B, K, M, G, T; got {text!r})"
+                f"'--sizes' must look like 1M:4G or 64K (units B, K, M, G, T; got {text[:40]!r})"
             )
         values.append(int(float(match.group(1)) * _UNITS[match.group(2).upper()]))
-    if len(values) > 2 or values[0] <= 0 or values[-1] < values[0]:
-        raise SpecError(f"'--sizes' must be MIN:MAX with 0 < MIN <= MAX (got {text!r})")
+    if len(values) > 2 or values[0] <= 0 or values[-1] < values[0] or values[-1] > MAX_SIZE_BYTES:
+        raise SpecError(
+            f"'--sizes' must be MIN:MAX with 0 < MIN <= MAX <= 1T, 1 TiB being 1,000x the "
+            f"largest collective of a training step (got {text[:40]!r})"
+        )
     sizes = [values[0]]
     while sizes[-1] * 2 <= values[-1]:
         sizes.append(sizes[-1] * 2)
@@ -103,7 +116,7 @@ def _human_bytes(size: float) -> str:
 def topology(
     file: Annotated[str, typer.Argument(help="Cluster YAML file (or a preset name).")],
     png: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             "--png",
             help="Draw the network into this PNG: tiers labelled, link classes by colour and "
@@ -113,6 +126,7 @@ def topology(
     seed: Annotated[
         int, typer.Option("--seed", min=0, help="Seed of the ECMP hash that picks flow paths.")
     ] = 0,
+    max_topology_elements: MaxElementsOption = MAX_TOPOLOGY_ELEMENTS,
 ) -> None:
     """Print the devices, switches, links and bisection bandwidth of a cluster's network.
 
@@ -124,16 +138,20 @@ def topology(
     from simtrain.network.bisection import bisection_report
     from simtrain.topology import build_topology
 
+    integer(seed, "--seed", 0, 2**63 - 1, "a signed 64-bit integer")
+    check_limit(max_topology_elements, "--max-topology-elements")
+    image = image_file(png, "--png") if png is not None else None
     cluster = load_cluster(file)
+    check_topology(cluster, max_topology_elements)
     topo = build_topology(cluster, seed)
-    if png is not None:  # drawn first: a bad path fails before any table is printed
+    if image is not None:  # drawn first: a bad path fails before any table is printed
         from simtrain.report.topology_plot import topology_figure
 
         title = (
             f"{Path(file).stem}: {topo.kind.replace('_', ' ')}, "
             f"{topo.num_devices:,} × {cluster.accelerator}"
         )
-        topology_figure(topo, title).savefig(png, dpi=130)
+        topology_figure(topo, title).savefig(image, dpi=130)
     table = topology_table(file, cluster.accelerator, topo)
     report = bisection_report(cluster, seed)
     if report is not None:
@@ -225,6 +243,7 @@ def collective(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print JSON to stdout instead of a table.")
     ] = False,
+    max_topology_elements: MaxElementsOption = MAX_TOPOLOGY_ELEMENTS,
 ) -> None:
     """Time one collective over a range of sizes with a network model.
 
@@ -236,28 +255,37 @@ def collective(
     from simtrain.network.nccl import NcclNetwork
 
     size_list = parse_sizes(sizes)
+    integer(seed, "--seed", 0, 2**63 - 1, "a signed 64-bit integer")
+    check_limit(max_topology_elements, "--max-topology-elements")
+    if op not in COLLECTIVE_OPS:
+        raise SpecError(f"'--op' must be one of {', '.join(COLLECTIVE_OPS)} (got {op[:40]!r})")
     cluster = load_cluster(topology_file)
     if ranks < 1 or ranks > cluster.num_gpus:
         raise SpecError(
             f"'--ranks' must be between 1 and the topology's {cluster.num_gpus} devices "
             f"(got {ranks})"
         )
+    check_topology(cluster, max_topology_elements)
     if network not in ("nccl", "flow"):
-        raise SpecError(f"'--network' must be one of nccl, flow (got {network!r})")
+        raise SpecError(f"'--network' must be one of nccl, flow (got {network[:40]!r})")
     if routing is not None:
         if routing not in ("ecmp", "adaptive"):
             raise SpecError(f"'--routing' must be one of ecmp, adaptive (got {routing!r})")
         spec = cluster.topology.model_copy(update={"clos_routing": routing})
         cluster = cluster.model_copy(update={"topology": spec})
-    if network == "flow":
-        model = FlowNetworkModel.from_cluster(cluster, algo, protocol, seed=seed)
-    else:
-        model = NcclNetwork.from_cluster(cluster, algorithm=algo, protocol=protocol)
     group = list(range(ranks))
     factor = BUSBW_FACTOR.get(op, lambda n: 1.0)(ranks)
     rows = []
-    for size in size_list:
-        timing = model.time_collective(op, group, size)
+    try:
+        if network == "flow":
+            model = FlowNetworkModel.from_cluster(cluster, algo, protocol, seed=seed)
+        else:
+            model = NcclNetwork.from_cluster(cluster, algorithm=algo, protocol=protocol)
+        timings = [model.time_collective(op, group, size) for size in size_list]
+    except SpecError as exc:  # name the flags the user typed, not the API's arguments
+        message = str(exc).replace("'algo'", "'--algo'").replace("'protocol'", "'--protocol'")
+        raise SpecError(message) from None
+    for size, timing in zip(size_list, timings, strict=True):
         algbw = size / timing.time_s / 1e9 if timing.time_s > 0 else 0.0
         rows.append(
             {

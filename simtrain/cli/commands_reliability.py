@@ -12,6 +12,12 @@ if TYPE_CHECKING:
     from rich.table import Table
 
 from simtrain.cli.app import app, fail, show
+from simtrain.cli.commands_core import MaxEventsOption
+from simtrain.cli.values import integer
+from simtrain.limits import MAX_EVENTS, check_limit
+
+MAX_POLICIES = 64
+"""Most policies compared at once (there are eight; repeats are allowed)."""
 
 DEFAULT_POLICIES = (
     "spec,sync-hourly,sync-young-daly,snapshot,in-memory,elastic,live-migration,redundant"
@@ -42,6 +48,7 @@ def reliability(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print a JSON list, one object per policy.")
     ] = False,
+    max_events: MaxEventsOption = MAX_EVENTS,
 ) -> None:
     """Simulate EXPERIMENT's whole run under several checkpoint/recovery policies.
 
@@ -54,14 +61,16 @@ def reliability(
     from simtrain.specs.loader import load_experiment
 
     names = [name.strip() for name in policies.split(",") if name.strip()]
-    if not names:
-        raise fail(f"'--policies' must name at least one policy (got {policies!r})")
+    if not names or len(names) > MAX_POLICIES:
+        raise fail(
+            f"'--policies' must name 1 to {MAX_POLICIES} policies (got {len(names)} in "
+            f"{policies[:60]!r})"
+        )
     for name in names:
         get_policy(name)  # unknown names fail before the (slower) step simulation
-    if runs is not None and runs < 1:
-        raise fail(f"'--runs' must be >= 1 (got {runs})")
-    if seed is not None and seed < 0:
-        raise fail(f"'--seed' must be >= 0 (got {seed})")
+    integer(runs, "--runs", 1, 1 << 20, "a million runs pin ETTR to 0.1%")
+    integer(seed, "--seed", 0, 2**63 - 1, "a signed 64-bit integer")
+    check_limit(max_events, "--max-events")
     spec = load_experiment(experiment, overrides or [])
     num_runs = runs or require_reliability(spec).num_runs
     result = simulate(spec)
@@ -72,6 +81,7 @@ def reliability(
         names,
         num_runs,
         spec.seed if seed is None else seed,
+        max_events=max_events,
     )
     if as_json:
         typer.echo(json.dumps([{k: row[k] for k in JSON_KEYS} for row in rows], indent=2))

@@ -10,6 +10,8 @@ import typer
 
 from simtrain.cli.app import app, fail, show
 from simtrain.cli.commands_core import SetOption
+from simtrain.limits import check_limit
+from simtrain.traceio.limits import MAX_NODES_PER_RANK
 
 
 @app.command()
@@ -40,6 +42,13 @@ def replay(
         typer.Option("--source-accelerator", help="Accelerator the trace was recorded on."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    max_trace_nodes: Annotated[
+        int,
+        typer.Option(
+            "--max-trace-nodes",
+            help=f"Refuse a rank file of more nodes or events (default {MAX_NODES_PER_RANK:,}).",
+        ),
+    ] = MAX_NODES_PER_RANK,
 ) -> None:
     """Replay the traces in TRACE_DIR on a cluster and report step time like 'simtrain run'.
 
@@ -48,6 +57,7 @@ def replay(
     from simtrain.report.terminal import fmt_seconds
     from simtrain.traceio.run import replay_directory
 
+    check_limit(max_trace_nodes, "--max-trace-nodes")
     if (experiment is None) == (topology is None):
         raise fail("give either --experiment EXP or --topology FILE --accelerator A")
     if topology is not None and accelerator is None:
@@ -61,7 +71,7 @@ def replay(
         if experiment is not None
         else _topology_target(topology or "", accelerator or "")
     )
-    report = replay_directory(trace_dir, target, retarget, source_accelerator)
+    report = replay_directory(trace_dir, target, retarget, source_accelerator, max_trace_nodes)
     if as_json:
         typer.echo(json.dumps(report, indent=2))
         return

@@ -18,7 +18,9 @@ if TYPE_CHECKING:
     from rich.table import Table
 
 from simtrain.cli.app import app, console, show
+from simtrain.cli.values import integer, number
 from simtrain.errors import SpecError
+from simtrain.limits import MAX_LAYERS, MAX_SCHEDULE_TASKS, check_limit
 from simtrain.parallel.program import Program
 from simtrain.parallel.schedule_timing import (
     ScheduleMetrics,
@@ -27,6 +29,7 @@ from simtrain.parallel.schedule_timing import (
     schedule_program,
 )
 from simtrain.parallel.schedules import SCHEDULES, build_schedule, format_grid
+from simtrain.paths import image_file
 
 # API argument names as the user typed them on the command line
 _FLAGS = {
@@ -103,10 +106,17 @@ def schedule(
         float, typer.Option("--t-p2p", help="Transfer time between stages (0 = free).")
     ] = 0.0,
     out: Annotated[
-        Path | None, typer.Option("--out", help="Write the Gantt chart to this image file.")
+        str | None, typer.Option("--out", help="Write the Gantt chart to this image file.")
     ] = None,
     grid: Annotated[bool, typer.Option("--grid", help="Also print the step × stage grid.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
+    max_tasks: Annotated[
+        int,
+        typer.Option(
+            "--max-tasks",
+            help=f"Refuse a schedule above this many F/B/W tasks (default {MAX_SCHEDULE_TASKS:,}).",
+        ),
+    ] = MAX_SCHEDULE_TASKS,
 ) -> None:
     """Replay a pipeline schedule with abstract stage times: bubble, step time, memory.
 
@@ -114,6 +124,21 @@ def schedule(
     """
     from simtrain.engine import run_program
 
+    integer(pp, "--pp", 1, MAX_LAYERS, "a stage needs a layer")
+    integer(microbatches, "--microbatches", 1, 1 << 24, "as parallel.global_batch_size")
+    integer(vpp, "--vpp", 1, MAX_LAYERS, "a model chunk needs a layer")
+    for flag, value in (("--t-f", t_f), ("--t-b", t_b), ("--t-w", t_w), ("--t-p2p", t_p2p)):
+        number(value, flag, 0, 1e9, "abstract time units; 1e9 is beyond any ratio of interest")
+    check_limit(max_tasks, "--max-tasks")
+    tasks = 3 * pp * vpp * microbatches
+    if tasks > max_tasks:
+        raise SpecError(
+            f"the schedule's tasks must be at most {max_tasks:,} (got {tasks:,}: 3 x {pp:,} "
+            f"stages x {vpp:,} chunks x {microbatches:,} microbatches); raise the limit with "
+            f"--max-tasks {tasks}"
+        )
+    if out is not None:
+        out = image_file(out, "--out")
     try:
         actions = build_schedule(name, pp, microbatches, vpp)
         times = StageTimes(forward_s=t_f, backward_s=t_b, weight_s=t_w, p2p_s=t_p2p)

@@ -13,6 +13,9 @@ if TYPE_CHECKING:
     from rich.table import Table
 
 from simtrain.cli.app import app, console, err_console, fail, show
+from simtrain.cli.values import integer, number
+from simtrain.limits import MAX_CONFIGS, MAX_DEVICES, MAX_DEVICES_WHY, check_limit
+from simtrain.paths import image_file, make_dir, output_file, safe_file_name, store_file
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON to stdout instead of tables.")]
 ExecutorOption = Annotated[
@@ -35,6 +38,33 @@ PriceOption = Annotated[
 ]
 JSON_ROW_KEYS: tuple[str, ...] = ("step_time_s", "mfu", "fits", "status")
 """Keys of each ``simtrain sweep --json`` row after the swept fields (issue 8)."""
+
+
+def check_values(workers: int | None, top: int | None, usd_per_gpu_hour: float | None) -> None:
+    """Ranges of the options shared by ``sweep`` and ``plan``."""
+    integer(workers, "--workers", 1, 1024, "processes on one machine")
+    integer(top, "--top", 1, 10_000, "a table longer than 10,000 rows is a file")
+    number(usd_per_gpu_hour, "--usd-per-gpu-hour", 0, 1000, "100x the highest GPU price")
+
+
+def require_a_valid_configuration(spec: Any, base: dict[str, Any], max_configs: int) -> None:
+    """Refuse a sweep none of whose configurations is a valid experiment (a broken base).
+
+    Stops at the first valid configuration, so a normal sweep pays for one validation.
+    """
+    from simtrain.api import simtrain_version
+    from simtrain.errors import SpecError
+    from simtrain.sweep.enumerate import candidates
+
+    first_reason, total = "", 0
+    for cand in candidates(spec, base, simtrain_version(), max_configs):
+        if cand.status != "invalid":
+            return
+        first_reason, total = first_reason or cand.reason, total + 1
+    raise SpecError(
+        f"the sweep's configurations must include a valid experiment (got {total} invalid "
+        f"ones; the first: {first_reason})"
+    )
 
 
 def _plain(value: Any) -> Any:
@@ -136,7 +166,7 @@ def default_store(out: Path | None, sweep_name: str) -> Path:
 
 def write_table(table: Any, out: Path) -> None:
     """Write the result table as CSV or Parquet, by the file suffix."""
-    out.parent.mkdir(parents=True, exist_ok=True)
+    make_dir(out.parent, "--out")
     if out.suffix == ".csv":
         table.to_csv(out, index=False)
     elif out.suffix == ".parquet":
@@ -155,7 +185,7 @@ def sweep(
     address: AddressOption = None,
     workers: WorkersOption = None,
     store: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             "--store",
             help="SQLite result store (default: beside --out as <out>.sqlite, else "
@@ -169,10 +199,10 @@ def sweep(
         bool, typer.Option("--overwrite", help="Empty a non-empty store and start over.")
     ] = False,
     out: Annotated[
-        Path | None, typer.Option("--out", help="Write every row to results.csv or .parquet.")
+        str | None, typer.Option("--out", help="Write every row to results.csv or .parquet.")
     ] = None,
     plot: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             "--plot",
             help="Save the Pareto-front plot (PNG/SVG/PDF; default: beside --out as "
@@ -184,6 +214,13 @@ def sweep(
     ] = None,
     usd_per_gpu_hour: PriceOption = None,
     as_json: JsonOption = False,
+    max_configs: Annotated[
+        int,
+        typer.Option(
+            "--max-configs",
+            help=f"Refuse a sweep of more configurations than this (default {MAX_CONFIGS:,}).",
+        ),
+    ] = MAX_CONFIGS,
 ) -> None:
     """Simulate every feasible configuration of SWEEP_FILE and rank them.
 
@@ -196,8 +233,17 @@ def sweep(
     from simtrain.sweep import run_sweep
     from simtrain.sweep.pareto import plot_pareto
 
+    check_values(workers, top, usd_per_gpu_hour)
+    check_limit(max_configs, "--max-configs")
+    if out is not None:
+        out = output_file(out, "--out", ("csv", "parquet"))
+    if plot is not None:
+        plot = image_file(plot, "--plot")
+    if store is not None:
+        store = store_file(store, "--store")
     spec, base = load_sweep(sweep_file)
-    store_path = store or default_store(out, spec.name)
+    require_a_valid_configuration(spec, base, max_configs)
+    store_path = store or store_file(default_store(out, safe_file_name(spec.name)), "--store")
     if plot is None and out is not None:
         plot = out.with_name(f"{out.stem}-pareto.png")
     try:
@@ -212,6 +258,7 @@ def sweep(
             overwrite=overwrite,
             progress=not as_json and console.is_terminal,
             usd_per_gpu_hour=usd_per_gpu_hour,
+            max_configs=max_configs,
         )
     except KeyboardInterrupt:
         raise fail(
@@ -311,7 +358,7 @@ def plan(
     address: AddressOption = None,
     workers: WorkersOption = None,
     store: Annotated[
-        Path | None,
+        str | None,
         typer.Option("--store", help="SQLite store of the layouts (emptied unless --resume)."),
     ] = None,
     resume: Annotated[
@@ -327,6 +374,14 @@ def plan(
     """
     from simtrain.sweep.planner import plan as make_plan
 
+    number(tokens, "--tokens", 0, 1e16, "600x the largest published run", above=True)
+    number(deadline_days, "--deadline-days", 0, 1e4, "about 27 years", above=True)
+    number(budget_usd, "--budget-usd", 0, 1e13, "ten trillion dollars")
+    integer(max_gpus, "--max-gpus", 1, MAX_DEVICES, MAX_DEVICES_WHY)
+    number(batch_tokens, "--batch-tokens", 0, 2**40, "a trillion tokens per step", above=True)
+    check_values(workers, None, usd_per_gpu_hour)
+    if store is not None:
+        store = store_file(store, "--store")
     try:
         result = make_plan(
             model,

@@ -91,16 +91,16 @@ def register(
     return decorate
 
 
-def get_algorithm(name: str, kind: str | None = None) -> AlgorithmInfo:
+def get_algorithm(name: str, kind: str | None = None, field: str = "algo") -> AlgorithmInfo:
     """The algorithm ``name``; with ``kind``, also check that it implements that collective.
 
     Raises:
-        SpecError: unknown name (listing the known ones) or unsupported kind.
+        SpecError: unknown name (listing the known ones, naming ``field``) or unsupported kind.
     """
     if name not in ALGORITHMS:
         valid = ", ".join(["auto", *sorted(ALGORITHMS)])
         raise SpecError(
-            f"'algo' must be a known collective algorithm (got {name!r}; valid: {valid})"
+            f"'{field}' must be a known collective algorithm (got {name[:40]!r}; valid: {valid})"
         )
     info = ALGORITHMS[name]
     if kind is not None and kind not in info.kinds:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from simtrain.compute.roofline import ComputeModel
 from simtrain.engine.core import EngineResult, execute
 from simtrain.engine.host import with_host_stream
@@ -23,6 +25,7 @@ def run_program(
     program: Program,
     compute: ComputeModel | None = None,
     network: NetworkModel | None = None,
+    speed: Mapping[int, float] | None = None,
     host: bool = True,
     sync_on_p2p: bool | None = None,
     interference: bool = True,
@@ -30,8 +33,9 @@ def run_program(
     """Time every task of ``program`` and replay it.
 
     ``compute`` and ``network`` may be omitted when every task has a fixed ``duration_s``
-    (abstract pipeline schedules, replayed traces). With ``host`` (the default) each
-    simulated rank also gets a host stream that issues its kernels
+    (abstract pipeline schedules, replayed traces). ``speed`` multiplies the compute tasks of
+    each rank by its factor for this step (:mod:`simtrain.engine.variability`). With
+    ``host`` (the default) each simulated rank also gets a host stream that issues its kernels
     (:mod:`simtrain.engine.host`) unless the compute model's execution mode costs the host
     nothing; the replayed program, host tasks included, is ``EngineResult.program``.
     ``sync_on_p2p`` defaults to synchronising on pipeline transfers in eager mode. With
@@ -42,9 +46,14 @@ def run_program(
         missing = [t.label for t in program.tasks if t.duration_s is None][:3]
         if missing:
             raise ValueError(f"tasks without a fixed duration need models: {missing}")
-        return execute(program, [t.duration_s or 0.0 for t in program.tasks])
+        fixed = [t.duration_s or 0.0 for t in program.tasks]
+        return execute(program, _scaled(program, fixed, speed) if speed else fixed)
     durations = task_durations(program, compute, network)
     contended = contended_durations(program, compute) if interference else None
+    if speed:
+        durations = _scaled(program, durations, speed)
+        if contended is not None:
+            contended = _scaled(program, contended, speed)
     if host and _issues_from_host(compute):
         mode = getattr(compute, "execution_mode", "eager")
         sync = mode == "eager" if sync_on_p2p is None else sync_on_p2p
@@ -52,6 +61,14 @@ def run_program(
         if contended is not None:
             contended = contended + [0.0] * (len(durations) - len(contended))
     return execute(program, durations, contended)
+
+
+def _scaled(program: Program, durations: list[float], speed: Mapping[int, float]) -> list[float]:
+    """Compute durations of each rank multiplied by its speed factor for this step."""
+    return [
+        d * speed[t.rank] if t.stream == "compute" else d
+        for d, t in zip(durations, program.tasks, strict=True)
+    ]
 
 
 def _issues_from_host(compute: ComputeModel) -> bool:

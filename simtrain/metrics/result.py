@@ -71,6 +71,8 @@ class SimulationResult:
         version: simtrain version that produced the result.
         comm_choices: (algorithm, protocol) of each task's communication, as the network
             model chose them (empty strings for compute tasks).
+        step_times_s: step time of every replayed step (``simulate(repeat=N)``); the first
+            is ``step_time_s``.
     """
 
     spec: ExperimentSpec
@@ -91,6 +93,7 @@ class SimulationResult:
     calibration: dict[str, str] = field(default_factory=dict)
     """Name, provenance (fitted / inherited / assumed) and source of the compute constants."""
     comm_choices: list[tuple[str, str]] = field(default_factory=list, repr=False)
+    step_times_s: tuple[float, ...] = ()
 
     @property
     def num_gpus(self) -> int:
@@ -178,8 +181,25 @@ class SimulationResult:
                 "simulated_ranks": len(self.ranks),
                 "tasks": len(self.program.tasks),
             },
+            **self.step_time_distribution(),
             "spec": self.spec.model_dump(mode="json"),
             "simtrain_version": self.version,
+        }
+
+    def step_time_distribution(self) -> dict[str, float | int]:
+        """Mean, median, 99th percentile and standard deviation of the replayed step times.
+
+        Empty for a single step: the keys of ``simtrain run --repeat N`` (N > 1).
+        """
+        if len(self.step_times_s) < 2:
+            return {}
+        times = np.array(self.step_times_s)
+        return {
+            "step_time_s_mean": float(times.mean()),
+            "step_time_s_p50": float(np.percentile(times, 50)),
+            "step_time_s_p99": float(np.percentile(times, 99)),
+            "step_time_s_std": float(times.std(ddof=1)),
+            "step_time_repeats": len(times),
         }
 
     # Notebook views (simtrain.report draws them; imported on use to keep this module light)

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from simtrain.catalog import get_accelerator, get_link
+from simtrain.catalog import cluster_links
 from simtrain.network.base import CollectiveKind, CollectiveTiming
 from simtrain.specs.cluster import ClusterSpec
 from simtrain.specs.hardware import LinkSpec
@@ -48,9 +48,7 @@ class AlphaBetaNetwork:
     @classmethod
     def from_cluster(cls, cluster: ClusterSpec) -> AlphaBetaNetwork:
         """Build the model from a cluster spec, filling default links from the accelerator."""
-        acc = get_accelerator(cluster.accelerator)
-        up = get_link(cluster.scale_up_link or acc.scale_up_link, "cluster.scale_up_link")
-        out = get_link(cluster.scale_out_link or acc.scale_out_link, "cluster.scale_out_link")
+        up, out = cluster_links(cluster)
         return cls(cluster.gpus_per_node, up, out, cluster.nics)
 
     def bandwidth_and_latency(self, ranks: Sequence[int]) -> tuple[float, float]:

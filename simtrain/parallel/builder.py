@@ -391,7 +391,12 @@ class _StepAssembler:
         # ZeRO-3 under FSDP reduce-scatters each unit (layer) as its backward ends.
         per_unit = self.zero_stage == 3 and sharding.reduce_scatter_granularity == "per_unit"
         bucket = 1 if per_unit else p.grad_bucket_size_bytes
-        grads = _GradientReducer(rb, self.zero_stage, bucket)
+        grads = _GradientReducer(
+            rb,
+            self.zero_stage,
+            bucket,
+            overlap_replica=p.overlap_replica_grad_reduce is not False,
+        )
         # FSDP and DeepSpeed reduce sharded gradients after every microbatch's backward.
         every_mb = self.zero_stage >= 2 and sharding.reduce_every_microbatch
         first_forward: dict[int, int] = {}  # chunk -> microbatch of its first forward
@@ -470,6 +475,7 @@ class _GradientReducer:
     rb: _RankBuilder
     zero_stage: int
     bucket_size_bytes: float
+    overlap_replica: bool = True
     pending_bytes: float = 0.0
     tasks: list[int] = field(default_factory=list)
     group: tuple[int, ...] = ()
@@ -499,8 +505,17 @@ class _GradientReducer:
             last = self._collective("grad_reduce_scatter", "reduce_scatter", size, after)
         if len(self.replica) > 1:
             shard_bytes = size / len(self.shard)
+            # Not overlapped: no compute runs beside it, the same as each layer's backward
+            # waiting for its reduction; it starts once the backward is done, on a stream of
+            # its own so that the reduce-scatters queued behind it still overlap.
+            extra = None if self.overlap_replica else self.rb.last_compute
             last = self._collective(
-                "grad_all_reduce_across_shards", "all_reduce", shard_bytes, last, self.replica
+                "grad_all_reduce_across_shards",
+                "all_reduce",
+                shard_bytes,
+                last,
+                self.replica,
+                extra_after=extra,
             )
         if last is not None:
             self.tasks.append(last)
@@ -517,8 +532,10 @@ class _GradientReducer:
         size: float,
         after: int | None,
         group: tuple[int, ...] | None = None,
+        extra_after: int | None = None,
     ) -> int:
         group = group if group is not None else (self.group if kind == "all_reduce" else self.shard)
+        deps = [d for d in (after, extra_after) if d is not None]
         op = Op(
             name=name,
             kind="collective",
@@ -531,14 +548,14 @@ class _GradientReducer:
         return self.rb.add(
             Task(
                 self.rb.rank,
-                "dp_grad_comm",
+                "dp_grad_comm" if extra_after is None else "dp_replica_comm",
                 f"dp:{name}",
                 "dp_comm",
                 (op,),
                 group=group,
                 collective_key=f"dp|{group[0]}|{seq}|{name}",
             ),
-            [after] if after is not None else [],
+            deps,
         )
 
 

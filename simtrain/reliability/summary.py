@@ -16,6 +16,7 @@ from typing import Any
 
 from simtrain.catalog.prices import preset_price
 from simtrain.errors import SpecError
+from simtrain.limits import MAX_EVENTS, check_reliability
 from simtrain.reliability.checkpoint import checkpoint_plan
 from simtrain.reliability.closed_form import meta_expected_ettr
 from simtrain.reliability.failures import job_mttf_s, job_sources
@@ -149,7 +150,11 @@ def require_reliability(spec: ExperimentSpec) -> ReliabilitySpec:
 
 
 def reliability_summary(
-    spec: ExperimentSpec, step_time_s: float, model_state_bytes: float
+    spec: ExperimentSpec,
+    step_time_s: float,
+    model_state_bytes: float,
+    *,
+    max_events: int = MAX_EVENTS,
 ) -> dict[str, Any]:
     """Whole-run reliability of an experiment under its own ``reliability`` section.
 
@@ -158,11 +163,16 @@ def reliability_summary(
     ``spec.reliability.num_runs``.
 
     Raises:
-        SpecError: the experiment has no ``reliability`` section, or no run length.
+        SpecError: the experiment has no ``reliability`` section, or no run length, or the
+            study is estimated above ``max_events`` events (:mod:`simtrain.limits`).
     """
+    rel = require_reliability(spec)
+    check_reliability(
+        run_params(spec, rel, step_time_s, model_state_bytes), rel.num_runs, 1, max_events
+    )
     out = policy_summary(
         spec,
-        require_reliability(spec),
+        rel,
         step_time_s,
         model_state_bytes,
         spec.reliability.num_runs,
@@ -178,15 +188,20 @@ def compare_policies(
     policies: Sequence[str],
     num_runs: int,
     seed: int,
+    *,
+    max_events: int = MAX_EVENTS,
 ) -> list[dict[str, Any]]:
     """Summaries of the named policies side by side, all with the same seed.
 
     Raises:
         SpecError: the experiment has no ``reliability`` section (it holds the failure
-            rates), or an unknown policy name (listing the known ones).
+            rates), or an unknown policy name (listing the known ones), or the study is
+            estimated above ``max_events`` events (:mod:`simtrain.limits`).
     """
     base = require_reliability(spec)
     factories = [(name, get_policy(name)) for name in policies]
+    params = run_params(spec, base, step_time_s, model_state_bytes)
+    check_reliability(params, num_runs, len(factories), max_events)
     return [
         {
             "policy": name,

@@ -100,7 +100,7 @@ class ComputeCalibration(Spec):
     """Name of the calibration (usually the accelerator family)."""
     accelerators: list[str]
     """Catalog accelerators this calibration was fitted on (or stated for)."""
-    inherited_by: list[str] = []
+    inherited_by: tuple[str, ...] = ()
     """Catalog accelerators with no measurements of their own that use these constants
     unchanged because they share the silicon (e.g. H200 and H100: same die and clocks);
     their reports say ``inherited``."""

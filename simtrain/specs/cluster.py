@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field
-
-from simtrain.specs.base import Spec
+from simtrain.specs.base import MAX_DEVICES, MAX_DEVICES_WHY, Spec, bounded
 from simtrain.specs.topology import TopologySpec
 
 
@@ -13,15 +11,19 @@ class ClusterSpec(Spec):
 
     accelerator: str
     """Accelerator name from the catalog, e.g. ``A100-80GB`` (``simtrain list accelerators``)."""
-    num_gpus: int = Field(gt=0)
+    num_gpus: int = bounded(gt=0, le=MAX_DEVICES, why=MAX_DEVICES_WHY)
     """Accelerators used by the job."""
-    gpus_per_node: int = Field(default=8, gt=0)
+    gpus_per_node: int = bounded(
+        8, gt=0, le=1 << 14, why="the largest scale-up domains (TPU v5p pod: 8,960 chips)"
+    )
     """Accelerators per node, joined by the scale-up fabric."""
     scale_up_link: str | None = None
     """Scale-up link name (``simtrain list links``); omit for the accelerator's native fabric."""
     scale_out_link: str | None = None
     """Scale-out (NIC) link name; omit for the accelerator's usual NIC."""
-    nics_per_node: int | None = Field(default=None, gt=0)
+    nics_per_node: int | None = bounded(
+        None, gt=0, le=1 << 10, why="32x the most NICs per node shipped (32)"
+    )
     """Scale-out NICs per node; omit for one per accelerator."""
     topology: TopologySpec = TopologySpec()
     """Shape of the scale-out network."""

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from simtrain.specs.base import Spec, divisors, must_divide
+from simtrain.specs.base import MAX_DEVICES, Spec, bounded, divisors, must_divide
 from simtrain.specs.cluster import ClusterSpec
 from simtrain.specs.cost import CostSpec
 from simtrain.specs.framework_resolve import framework_problems, resolve_framework_defaults
@@ -21,11 +21,11 @@ from simtrain.specs.training import ExpectedSpec, SimulationSpec, TrainingSpec
 class ExperimentSpec(Spec):
     """A model trained with a parallel configuration on a cluster, plus modelling choices."""
 
-    name: str = "experiment"
-    """Short name shown in reports and validation tables."""
-    description: str = ""
+    name: str = Field(default="experiment", max_length=200)
+    """Short name shown in reports and validation tables (at most 200 characters)."""
+    description: str = Field(default="", max_length=10_000)
     """Free text: what the experiment shows and where its numbers come from."""
-    seed: int = Field(default=0, ge=0)
+    seed: int = bounded(0, ge=0, le=2**63 - 1, why="stored as a signed 64-bit integer")
     """Seed of every random choice in the simulation (same seed, same result)."""
     model: ModelSpec
     """The transformer being trained."""
@@ -60,9 +60,9 @@ class ExperimentSpec(Spec):
         try:
             num_gpus = int(clu["num_gpus"])
             mp = int(par.get("tp", 1)) * int(par.get("pp", 1)) * int(par.get("cp", 1))
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, OverflowError):
             return data  # field validation reports the real problem
-        if mp > 0 and num_gpus > 0 and num_gpus % mp == 0:
+        if mp > 0 and 0 < num_gpus <= MAX_DEVICES and num_gpus % mp == 0:
             return {**data, "parallel": {**par, "dp": num_gpus // mp}}
         return data
 
@@ -171,6 +171,14 @@ class ExperimentSpec(Spec):
                 check(must_divide("parallel.ep", p.ep, "model.num_experts", m.num_experts))
                 if p.dp is not None:
                     check(must_divide("parallel.ep", p.ep, "parallel.dp*cp", p.dp * p.cp))
+        shape, slices = c.topology.torus_shape, c.topology.num_slices
+        chips = shape[0] * shape[1] * shape[2] * slices
+        if c.topology.kind == "torus_3d" and chips != c.num_gpus:
+            what = "x".join(map(str, shape)) + (f" x {slices} slices" if slices > 1 else "")
+            problems.append(
+                f"cluster.topology.torus_shape={what} must hold cluster.num_gpus={c.num_gpus} "
+                f"chips (it holds {chips})"
+            )
         if c.num_gpus > c.gpus_per_node and c.num_gpus % c.gpus_per_node:
             problems.append(
                 f"cluster.num_gpus={c.num_gpus} must be a multiple of "

@@ -20,7 +20,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from simtrain.specs.base import Spec
+from simtrain.specs.base import Spec, bounded
 from simtrain.specs.calibration import AttentionKernel, ExecutionMode
 
 DEFAULT_FRAMEWORK = "megatron-core"
@@ -52,6 +52,10 @@ class Overlaps(Spec):
     """Data-parallel gradient reduction issued in buckets during the backward pass."""
     dp_param_gather: bool
     """ZeRO-1/2 parameter all-gather after the optimizer overlapped with the next forward."""
+    replica_grad_reduce: bool = True
+    """Under hybrid sharding, each unit's all-reduce of gradient shards across the shard
+    groups (across TPU slices over DCN in MaxText) runs behind the backward; false: the next
+    unit's backward waits for it."""
     tp_comm: Literal["none", "wgrad", "gemm"]
     """Tensor-parallel communication: none (exposed), wgrad (the input-gradient all-reduce runs
     during the weight-gradient GEMM, Megatron's async TP) or gemm (chunked all-gather /
@@ -70,12 +74,12 @@ class ShardingBehaviour(Spec):
     per-module fetch), per_unit (one per wrapped block = transformer layer, FSDP's flat
     parameter or FSDP2's grouped all-gather) or per_bucket (tensors coalesced up to
     ``gather_bucket_bytes``)."""
-    gather_bucket_bytes: float = Field(gt=0)
+    gather_bucket_bytes: float = bounded(gt=0, le=1 << 40, why="a terabyte per gather")
     """Bytes one coalesced gather holds under per_bucket."""
-    prefetch_bytes: float = Field(ge=0)
+    prefetch_bytes: float = bounded(ge=0, le=1 << 40, why="a terabyte in flight")
     """Gathered bytes the stack may have in flight ahead of the op that needs them (FSDP: one
     unit; DeepSpeed: ``stage3_prefetch_bucket_size``); 0 = no prefetch."""
-    prefetch_units: int = Field(ge=0, le=8)
+    prefetch_units: int = bounded(ge=0, le=8, why="8x FSDP's one unit ahead")
     """At most this many gathers in flight ahead of use (FSDP's rate limiter: 1 ahead)."""
     regather_for_recompute: bool
     """Under activation recomputation the parameters are gathered again for the recomputed
@@ -95,18 +99,26 @@ class ShardingBehaviour(Spec):
 class MemoryHabits(Spec):
     """What the stack keeps in device memory beyond model states and activations."""
 
-    logits_bytes_per_element: float = Field(ge=0, le=16)
+    logits_bytes_per_element: float = bounded(
+        ge=0, le=16, why="a 16-byte logit is beyond any stack's loss"
+    )
     """Bytes per logit (per token and vocabulary entry, after the TP split) the loss holds at
     the end of the forward: 4 for fp32 logits (Korthikanti et al. 2022: 4·s·b·V/t), 2 for a
     fused cross-entropy working on the 16-bit logits, 10 for eager PyTorch's cross-entropy
     on upcast logits (16-bit logits, their fp32 copy and the fp32 log-softmax it saves)."""
-    runtime_reserved_bytes: float = Field(ge=0, le=16e9)
+    runtime_reserved_bytes: float = bounded(
+        ge=0, le=16e9, why="16 GB, 5x a CUDA context with NCCL and cuBLAS workspaces"
+    )
     """Memory the process holds outside the allocator's tensors: CUDA context, cuBLAS and
     NCCL workspaces."""
-    allocator_overhead_fraction: float = Field(ge=0, le=0.5)
+    allocator_overhead_fraction: float = bounded(
+        ge=0, le=0.5, why="half the peak lost to fragmentation"
+    )
     """Caching-allocator reserve over allocated bytes (fragmentation), as a fraction of the
     activations' and buffers' peak (the bytes that come and go during a step)."""
-    near_limit_fraction: float = Field(ge=0, le=0.25)
+    near_limit_fraction: float = bounded(
+        ge=0, le=0.25, why="a quarter of the capacity is no longer near the limit"
+    )
     """Half-width of the near-limit band around the capacity, as a fraction of it: within
     it the verdict is 'near_limit' (may or may not fit) instead of a hard fits / out of
     memory, because the memory model is not more precise than that for the stack."""
@@ -130,7 +142,9 @@ class FrameworkProfile(Spec):
     """Training dtypes the stack supports."""
     grad_reduce_dtype: GradReduceDtype
     """Default dtype of the data-parallel gradient reduction."""
-    grad_bucket_size_bytes: int = Field(gt=0, le=8_000_000_000)
+    grad_bucket_size_bytes: int = bounded(
+        gt=0, le=8_000_000_000, why="50x Megatron-Core's 160 MB bucket"
+    )
     """Default gradient bucket of the overlapped data-parallel reduction."""
     zero_stages: tuple[Literal[0, 1, 2, 3], ...]
     """ZeRO stages (sharded data parallelism) the stack implements."""

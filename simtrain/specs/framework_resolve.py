@@ -84,6 +84,7 @@ def resolve_framework_defaults(data: dict[str, Any]) -> dict[str, Any]:
             parallel,
             {
                 "overlap_grad_reduce": overlap,
+                "overlap_replica_grad_reduce": profile.overlaps.replica_grad_reduce,
                 "grad_bucket_size_bytes": profile.grad_bucket_size_bytes,
             },
         )

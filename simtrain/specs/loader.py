@@ -8,15 +8,17 @@ last; their values are parsed as YAML scalars, so ``8`` is an int and ``true`` a
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from simtrain.errors import SpecError
 from simtrain.specs.experiment import ExperimentSpec
+from simtrain.specs.safe_yaml import load_yaml_text, read_yaml_file
 
 
 def deep_merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
@@ -36,20 +38,8 @@ def deep_merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
-    """Parse one YAML file into a mapping, with errors that name the file and line."""
-    if not path.exists():
-        raise SpecError(f"file '{path}' does not exist")
-    if not path.is_file():
-        raise SpecError(f"'{path}' is not a file")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise SpecError(f"'{path}' is not valid YAML{where}: {problem}") from None
-    except UnicodeDecodeError:
-        raise SpecError(f"'{path}' is not a UTF-8 text file") from None
+    """Parse one YAML file into a mapping, through the front door (:mod:`.safe_yaml`)."""
+    data = read_yaml_file(path)
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -57,24 +47,61 @@ def read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def load_yaml_tree(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
-    """Read ``path`` and everything it ``extends``, merged into one mapping."""
+MAX_EXTENDS_DEPTH = 16
+"""Longest chain of ``extends`` (a file that extends a file that extends ...)."""
+MAX_EXTENDS_FILES = 64
+"""Most files one experiment may pull in through ``extends``, counting repeats."""
+
+
+def load_yaml_tree(
+    path: str | Path, _seen: tuple[str, ...] = (), _count: list[int] | None = None
+) -> dict[str, Any]:
+    """Read ``path`` and everything it ``extends``, merged into one mapping.
+
+    Chains are at most :data:`MAX_EXTENDS_DEPTH` deep and pull in at most
+    :data:`MAX_EXTENDS_FILES` files; a file that extends itself, directly or through others
+    or through symbolic links, is an error naming the cycle.
+    """
     path = Path(path)
-    resolved = path.resolve()
+    count = [0] if _count is None else _count
+    count[0] += 1
+    if count[0] > MAX_EXTENDS_FILES:
+        raise SpecError(
+            f"'extends' must pull in at most {MAX_EXTENDS_FILES} files (got more, at '{path}')"
+        )
+    resolved = os.path.realpath(path)
     if resolved in _seen:
-        chain = " -> ".join(str(p) for p in (*_seen, resolved))
-        raise SpecError(f"'extends' forms a cycle: {chain}")
+        chain = " -> ".join((*_seen, resolved))
+        raise SpecError(f"'extends' must not form a cycle (got {chain})")
+    if len(_seen) >= MAX_EXTENDS_DEPTH:
+        raise SpecError(
+            f"'extends' chains must be at most {MAX_EXTENDS_DEPTH} files deep (got more, at "
+            f"'{path}')"
+        )
     data = read_yaml(path)
     _anchor_calibration(data, path)
     bases = data.pop("extends", [])
     if isinstance(bases, str):
         bases = [bases]
-    if not isinstance(bases, list) or not all(isinstance(b, str) for b in bases):
-        raise SpecError(f"'{path}': 'extends' must be a path or a list of paths (got {bases!r})")
+    if (
+        not isinstance(bases, list)
+        or not all(isinstance(b, str) and b and "\0" not in b for b in bases)
+        or len(bases) > MAX_EXTENDS_FILES
+    ):
+        shown = repr(bases) if len(repr(bases)) < 80 else f"{type(bases).__name__} of {len(bases)}"
+        raise SpecError(
+            f"'{path}': 'extends' must be a path or a list of at most {MAX_EXTENDS_FILES} paths "
+            f"(got {shown})"
+        )
     merged: dict[str, Any] = {}
     for base in bases:
-        merged = deep_merge(merged, load_yaml_tree(path.parent / base, (*_seen, resolved)))
+        merged = deep_merge(merged, load_yaml_tree(path.parent / base, (*_seen, resolved), count))
     return deep_merge(merged, data)
+
+
+_SCIENTIFIC = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d{1,3}")
+MAX_OVERRIDE_KEY_PARTS = 8
+"""Most dotted parts of a ``--set`` key (the deepest spec field has four)."""
 
 
 def _anchor_calibration(data: dict[str, Any], path: Path) -> None:
@@ -96,39 +123,166 @@ def apply_overrides(data: Mapping[str, Any], overrides: Iterable[str]) -> dict[s
     result = dict(data)
     for item in overrides:
         key, sep, raw = item.partition("=")
-        if not sep or not key.strip():
-            raise SpecError(f"override '{item}' must have the form section.field=value")
-        try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
-        except yaml.YAMLError:
-            value = raw
+        parts = key.strip().split(".")
+        if not sep or not key.strip() or not all(parts):
+            raise SpecError(f"'--set' must have the form section.field=value (got {item[:80]!r})")
+        if len(parts) > MAX_OVERRIDE_KEY_PARTS:
+            raise SpecError(
+                f"'--set' keys must have at most {MAX_OVERRIDE_KEY_PARTS} dotted parts "
+                f"(got {len(parts)})"
+            )
+        value = _override_value(raw, key.strip())
         patch: Any = value
-        for part in reversed(key.strip().split(".")):
+        for part in reversed(parts):
             patch = {part: patch}
         result = deep_merge(result, patch)
     return result
 
 
-def format_validation_error(exc: ValidationError, source: str = "") -> str:
-    """Turn pydantic's report into one line: ``'<field>' <problem> (got <value>)`` per error."""
+def _override_value(raw: str, key: str) -> Any:
+    """The value of ``--set key=raw``: a YAML scalar or flow collection, else the raw text."""
+    if not raw.strip():
+        return ""
+    if _SCIENTIFIC.fullmatch(raw.strip()):  # YAML 1.1 reads 1e9 as a string; people mean 1e9
+        return float(raw)
+    try:
+        return load_yaml_text(raw, f"--set {key}")
+    except SpecError as exc:
+        if "must be valid YAML" in str(exc):
+            return raw  # free text such as "a: b" stays a string
+        raise
+
+
+_TYPE_WORDS = {
+    "int_parsing": "an integer",
+    "int_type": "an integer",
+    "int_from_float": "a whole number",
+    "float_parsing": "a number",
+    "float_type": "a number",
+    "finite_number": "a finite number",
+    "bool_parsing": "true or false",
+    "bool_type": "true or false",
+    "string_type": "a string",
+    "dict_type": "a mapping",
+    "model_type": "a mapping",
+    "model_attributes_type": "a mapping",
+    "list_type": "a list",
+    "tuple_type": "a list",
+}
+_RANGE_ERRORS = frozenset(
+    {"greater_than", "greater_than_equal", "less_than", "less_than_equal", "finite_number"}
+)
+
+
+def _field_info(model: Any, loc: tuple[Any, ...]) -> Any:
+    """The FieldInfo at a pydantic error location, walking nested specs, unions and lists."""
+    import typing
+
+    from pydantic import BaseModel
+
+    def models(annotation: Any) -> list[type[BaseModel]]:
+        args = typing.get_args(annotation)
+        if not args:
+            ok = isinstance(annotation, type) and issubclass(annotation, BaseModel)
+            return [annotation] if ok else []
+        return [m for a in args for m in models(a)]
+
+    current, info = [model], None
+    for part in loc:
+        if not isinstance(part, str):
+            continue  # a list index
+        hit = next((m.model_fields[part] for m in current if part in m.model_fields), None)
+        if hit is None:
+            continue  # a union tag such as 'sync'
+        info = hit
+        current = models(hit.annotation) or current
+    return info
+
+
+def _shown(value: Any) -> str:
+    """A short, safe rendering of a bad value (huge integers and strings abbreviated)."""
+    if isinstance(value, bool) or value is None:
+        return repr(value)
+    if isinstance(value, int) and value.bit_length() > 64:
+        return f"an integer of {value.bit_length()} bits"
+    if isinstance(value, float) and value == value and abs(value) >= 1e6:
+        return f"{value:g}"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _message(err: Any, model: Any) -> str:
+    """``must be ...`` for one pydantic error, with the field's full range where it has one."""
+    from simtrain.specs.base import field_range
+
+    kind, msg = err["type"], err["msg"].removeprefix("Value error, ")
+    if kind == "extra_forbidden":
+        return "is not a known field (check the spelling; see the spec reference)"
+    if kind == "missing":
+        return "is required"
+    info = _field_info(model, tuple(err["loc"])) if model is not None else None
+    span, why = field_range(info) if info is not None else ("", "")
+    where = ""
+    if span:
+        where = f" in {span}" if span[0].isdigit() or span[0] == "-" else f" {span}"
+    reason = f" [{why}]" if why and span else ""
+    if kind in _RANGE_ERRORS or (span and kind in ("int_from_float",)):
+        integer = (
+            info is not None
+            and "int" in str(info.annotation)
+            and "float" not in str(info.annotation)
+        )
+        noun = "an integer" if integer else "a finite number"
+        return f"must be {noun}{where}{reason}"
+    if kind in _TYPE_WORDS:
+        return f"must be {_TYPE_WORDS[kind]}{where}{reason}"
+    if kind in ("literal_error", "enum"):
+        return "must be " + msg.removeprefix("Input should be ")
+    if kind == "union_tag_invalid":
+        return "must have a 'kind' of " + msg.split("expected tags: ")[-1].rstrip(")")
+    if kind == "union_tag_not_found":
+        return "must have a 'kind'"
+    if kind == "string_too_long":
+        return "must be " + msg.replace("String should have", "a string of")
+    if msg.startswith("Input should be "):
+        return "must be " + msg.removeprefix("Input should be ")
+    return msg
+
+
+def format_validation_error(exc: ValidationError, source: str = "", model: Any = None) -> str:
+    """Turn pydantic's report into one line: ``'<field>' must be <constraint> (got <value>)``.
+
+    Args:
+        exc: the validation error.
+        source: the file (or flag) the input came from, prefixed to the line.
+        model: the spec class that was validated; with it, range errors quote the field's
+            whole range and the reason for its limit (:func:`~simtrain.specs.base.bounded`).
+    """
     parts = []
-    for err in exc.errors():
+    for err in exc.errors()[:5]:
         loc = ".".join(str(x) for x in err["loc"])
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            msg = "is not a known field (check the spelling; see the spec reference)"
-        elif err["type"] == "missing":
-            msg = "is required"
+        msg = _message(err, model)
         if loc:
             got = err.get("input")
             shown = (
-                "" if err["type"] in ("missing",) or isinstance(got, dict) else f" (got {got!r})"
+                ""
+                if err["type"] in ("missing",)
+                or isinstance(got, dict)
+                or msg.startswith("is ")
+                or "(got " in msg
+                else f" (got {_shown(got)})"
             )
-            parts.append(f"'{loc}' {msg}{shown}")
+            if "[" in msg and msg.endswith("]") and shown:
+                head, _, why = msg.rpartition(" [")
+                parts.append(f"'{loc}' {head}{shown}: {why[:-1]}")
+            else:
+                parts.append(f"'{loc}' {msg}{shown}")
         else:
             parts.append(msg)
+    if len(exc.errors()) > 5:
+        parts.append(f"and {len(exc.errors()) - 5} more")
     prefix = f"{source}: " if source else ""
-    return prefix + "; ".join(parts)
+    return " ".join((prefix + "; ".join(parts)).split())
 
 
 def experiment_from_dict(data: Mapping[str, Any], source: str = "") -> ExperimentSpec:
@@ -136,7 +290,7 @@ def experiment_from_dict(data: Mapping[str, Any], source: str = "") -> Experimen
     try:
         return ExperimentSpec.model_validate(dict(data))
     except ValidationError as exc:
-        raise SpecError(format_validation_error(exc, source)) from None
+        raise SpecError(format_validation_error(exc, source, ExperimentSpec)) from None
 
 
 def load_experiment(path: str | Path, overrides: Iterable[str] = ()) -> ExperimentSpec:

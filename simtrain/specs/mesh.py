@@ -6,7 +6,8 @@ GSPMD shards a JAX program over a named mesh; MaxText builds it from
 what the other axes leave" (``docs/references/tpu.md`` §4-5). simtrain maps the mesh onto its
 own degrees, so the rest of the simulator sees an ordinary configuration:
 
-- ``tp = ici_tp`` (tensor parallelism inside the slice);
+- ``tp = ici_tp`` (tensor parallelism inside the slice), with ``sp`` on: MaxText's sharding
+  rules split activations over the tensor axis as well, as sequence parallelism does;
 - ``dp = ici_fsdp * ici_dp * dcn_dp`` with ``zero_stage = 3`` and ``zero_shard_group_size =
   ici_fsdp`` when ``ici_fsdp > 1``: parameters, gradients and optimizer states sharded over
   the FSDP axis (inside a slice: rank order keeps the tp x fsdp ranks of a slice together),
@@ -24,9 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
-
-from simtrain.specs.base import Spec
+from simtrain.specs.base import Spec, bounded
 
 ICI_AXES = ("ici_fsdp", "ici_tp", "ici_dp")
 DCN_AXES = ("dcn_dp",)
@@ -35,13 +34,13 @@ DCN_AXES = ("dcn_dp",)
 class MeshSpec(Spec):
     """Named device mesh as MaxText configures it (-1 fills the rest of its tier)."""
 
-    ici_fsdp: int = Field(default=-1, ge=-1, le=65536)
+    ici_fsdp: int = bounded(-1, ge=-1, le=65536, why="-1 (fill) or at most a 65,536-chip slice")
     """FSDP (fully sharded data parallel) degree inside a slice; -1 fills the slice."""
-    ici_tp: int = Field(default=1, ge=-1, le=65536)
+    ici_tp: int = bounded(1, ge=-1, le=65536, why="-1 (fill) or at most a 65,536-chip slice")
     """Tensor-parallel degree inside a slice (MaxText ``ici_tensor_parallelism``)."""
-    ici_dp: int = Field(default=1, ge=-1, le=65536)
+    ici_dp: int = bounded(1, ge=-1, le=65536, why="-1 (fill) or at most a 65,536-chip slice")
     """Replicated data-parallel degree inside a slice (``ici_data_parallelism``)."""
-    dcn_dp: int = Field(default=-1, ge=-1, le=65536)
+    dcn_dp: int = bounded(-1, ge=-1, le=65536, why="-1 (fill) or at most 65,536 slices")
     """Data-parallel degree across slices over DCN; -1 uses every slice."""
 
 
@@ -100,10 +99,13 @@ def apply_mesh(data: dict[str, Any]) -> dict[str, Any]:
     try:
         num_gpus = int(clu["num_gpus"])
         slices = int(topo.get("num_slices", 1))
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError):
         return data
     if slices < 1 or num_gpus % slices:
         return data  # the topology checks report it
+    sizes = par["mesh"].values()
+    if not all(type(v) is int and -1 <= v <= 65536 for v in sizes):
+        return data  # field validation names the bad axis and its range
     axes = resolve_mesh_degrees(par["mesh"], num_gpus // slices, slices)
     fsdp = axes["ici_fsdp"]
     derived: dict[str, Any] = {
@@ -112,6 +114,8 @@ def apply_mesh(data: dict[str, Any]) -> dict[str, Any]:
     }
     if fsdp > 1:
         derived |= {"zero_stage": 3, "zero_shard_group_size": fsdp}
+    if axes["ici_tp"] > 1:
+        derived["sp"] = True  # GSPMD shards activations over the tensor axis too
     for key, value in derived.items():
         if key in par and par[key] is not None and par[key] != value:
             raise ValueError(

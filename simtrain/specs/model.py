@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from simtrain.specs.base import Spec, must_divide
+from simtrain.specs.base import MAX_LAYERS, Spec, bounded, must_divide
 
 Activation = Literal["gelu", "relu", "squared_relu", "swiglu", "geglu"]
 GATED_ACTIVATIONS = frozenset({"swiglu", "geglu"})
@@ -25,15 +25,15 @@ class MLASpec(Spec):
     (``docs/references/models.md`` §MLA).
     """
 
-    q_lora_rank: int = Field(gt=0, le=65536)
+    q_lora_rank: int = bounded(gt=0, le=65536, why="40x DeepSeek-V3's 1,536")
     """Rank of the query latent (1,536 in DeepSeek-V3)."""
-    kv_lora_rank: int = Field(gt=0, le=65536)
+    kv_lora_rank: int = bounded(gt=0, le=65536, why="128x DeepSeek-V3's 512")
     """Rank of the compressed key/value latent (512 in DeepSeek-V3)."""
-    qk_nope_head_dim: int = Field(gt=0, le=4096)
+    qk_nope_head_dim: int = bounded(gt=0, le=4096, why="32x DeepSeek-V3's 128")
     """Per-head query/key dimension without rotary embedding (128 in DeepSeek-V3)."""
-    qk_rope_head_dim: int = Field(ge=0, le=4096)
+    qk_rope_head_dim: int = bounded(ge=0, le=4096, why="64x DeepSeek-V3's 64")
     """Per-head rotary query/key dimension, shared rotary key (64 in DeepSeek-V3)."""
-    v_head_dim: int = Field(gt=0, le=4096)
+    v_head_dim: int = bounded(gt=0, le=4096, why="32x DeepSeek-V3's 128")
     """Per-head value dimension (128 in DeepSeek-V3)."""
 
 
@@ -46,24 +46,30 @@ class ModelSpec(Spec):
     variants of any of them.
     """
 
-    name: str = "model"
+    name: str = Field(default="model", max_length=200)
     """Display name, e.g. ``gpt3-175b``."""
-    num_layers: int = Field(gt=0)
+    num_layers: int = bounded(gt=0, le=MAX_LAYERS, why="50x the deepest published LLM")
     """Number of transformer layers (blocks)."""
-    hidden_size: int = Field(gt=0)
+    hidden_size: int = bounded(
+        gt=0, le=1 << 20, why="50x the widest published model (GPT 1T: 25,600)"
+    )
     """Model width h (embedding dimension)."""
-    num_heads: int = Field(gt=0)
+    num_heads: int = bounded(gt=0, le=1 << 14, why="100x the most heads published (128)")
     """Number of attention (query) heads a."""
-    num_kv_heads: int | None = Field(default=None, gt=0)
+    num_kv_heads: int | None = bounded(None, gt=0, le=1 << 14, why="as num_heads")
     """Key/value heads for grouped-query attention; omit for multi-head attention (= num_heads),
     1 for multi-query attention."""
-    head_dim: int | None = Field(default=None, gt=0)
+    head_dim: int | None = bounded(
+        None, gt=0, le=1 << 14, why="64x the widest head published (256)"
+    )
     """Dimension of one head; omit for hidden_size / num_heads."""
-    ffn_hidden_size: int | None = Field(default=None, gt=0)
+    ffn_hidden_size: int | None = bounded(
+        None, gt=0, le=1 << 22, why="40x the widest MLP published (~100K)"
+    )
     """Hidden width of the dense MLP; omit for 4 * hidden_size."""
-    vocab_size: int = Field(gt=0)
+    vocab_size: int = bounded(gt=0, le=1 << 24, why="64x the largest vocabulary published (256K)")
     """Vocabulary size V (padded size, as the framework allocates it)."""
-    seq_length: int = Field(gt=0)
+    seq_length: int = bounded(gt=0, le=1 << 24, why="16x the longest context trained (1M tokens)")
     """Training sequence length s in tokens."""
     activation: Activation = "gelu"
     """MLP activation: gelu, relu (OPT) or squared_relu (two matrices), or the gated swiglu
@@ -84,17 +90,17 @@ class ModelSpec(Spec):
     position_embedding: Literal["learned", "rope", "alibi", "none"] = "learned"
     """learned absolute table (s x h parameters), rope (rotary, no parameters), alibi
     (linear biases added to the attention scores, BLOOM/MPT) or none."""
-    rotary_fraction: float = Field(default=1.0, gt=0, le=1)
+    rotary_fraction: float = bounded(1.0, gt=0, le=1, why="a fraction of the head")
     """Share of each head's dimensions that rotary embedding rotates (GPT-J, GPT-NeoX: 0.25)."""
     block: Literal["serial", "parallel"] = "serial"
     """serial: MLP after attention, or parallel: attention and MLP on the same normalised
     input, summed (GPT-J, GPT-NeoX, PaLM, Falcon): one TP reduction per layer, not two."""
-    parallel_block_norms: int = Field(default=1, ge=1, le=2)
+    parallel_block_norms: int = bounded(1, ge=1, le=2, why="one shared norm or one per branch")
     """Norms feeding a parallel block: 1 shared (GPT-J, PaLM) or 2, one per branch, both on
     the block input (GPT-NeoX, Falcon-40B)."""
     embedding_norm: bool = False
     """A norm right after the token embedding (BLOOM)."""
-    sliding_window: int | None = Field(default=None, gt=0)
+    sliding_window: int | None = bounded(None, gt=0, le=1 << 24, why="as model.seq_length")
     """Keys each query attends to at most (Mistral: 4,096); omit for full causal attention."""
     mla: MLASpec | None = None
     """Multi-head latent attention dimensions (DeepSeek-V2/V3); omit for multi-head,
@@ -105,22 +111,28 @@ class ModelSpec(Spec):
     """Whether training applies dropout (hidden and attention): GPT/Megatron yes, Llama no.
     Dropout adds mask writes and stores 1-byte masks for the backward."""
 
-    num_experts: int = Field(default=0, ge=0)
+    num_experts: int = bounded(
+        0, ge=0, le=1 << 14, why="64x the most routed experts published (256)"
+    )
     """Routed experts per MoE layer; 0 for a dense model."""
-    moe_top_k: int = Field(default=2, gt=0)
+    moe_top_k: int = bounded(2, gt=0, le=1 << 14, why="as num_experts")
     """Experts each token is routed to."""
-    moe_ffn_hidden_size: int | None = Field(default=None, gt=0)
+    moe_ffn_hidden_size: int | None = bounded(None, gt=0, le=1 << 22, why="as ffn_hidden_size")
     """Hidden width of one expert's MLP; omit for ffn_hidden_size."""
-    moe_layer_frequency: int = Field(default=1, gt=0)
+    moe_layer_frequency: int = bounded(1, gt=0, le=MAX_LAYERS, why="as num_layers")
     """Every k-th layer (after the leading dense ones) is an MoE layer; 1 for all."""
-    first_dense_layers: int = Field(default=0, ge=0)
+    first_dense_layers: int = bounded(0, ge=0, le=MAX_LAYERS, why="as num_layers")
     """Leading layers that stay dense in an MoE model (DeepSeek-V3 uses 3)."""
-    num_shared_experts: int = Field(default=0, ge=0)
+    num_shared_experts: int = bounded(0, ge=0, le=1 << 14, why="as num_experts")
     """Always-active shared experts per MoE layer, each of width moe_ffn_hidden_size."""
-    moe_capacity_factor: float | None = Field(default=None, gt=0)
+    moe_capacity_factor: float | None = bounded(
+        None, gt=0, le=1 << 14, why="a factor of num_experts already holds every token"
+    )
     """Expert capacity as a multiple of the balanced load (tokens beyond it are dropped);
     omit for dropless routing."""
-    moe_token_imbalance: float = Field(default=1.0, ge=1.0)
+    moe_token_imbalance: float = bounded(
+        1.0, ge=1.0, le=1 << 14, why="all tokens on one expert is num_experts x the mean"
+    )
     """Tokens of the busiest expert rank relative to the mean (1 = perfectly balanced)."""
 
     @property

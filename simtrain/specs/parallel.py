@@ -5,9 +5,9 @@ from __future__ import annotations
 from enum import Enum
 from typing import Literal
 
-from pydantic import Field
+from pydantic import field_validator
 
-from simtrain.specs.base import Spec
+from simtrain.specs.base import MAX_DEVICES, MAX_DEVICES_WHY, MAX_LAYERS, Spec, bounded
 from simtrain.specs.mesh import MeshSpec
 
 
@@ -27,6 +27,8 @@ class MeshAxis(str, Enum):
         return self.value
 
 
+RANK_AXES = ("tp", "cp", "ep", "dp", "pp")
+"""Axes a ``rank_order`` may name."""
 PipelineScheduleName = Literal["gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "dualpipe"]
 RecomputeMode = Literal["none", "selective", "full"]
 
@@ -37,40 +39,44 @@ class ParallelSpec(Spec):
     World size = dp * tp * pp * cp; expert parallelism (ep) folds into dp * cp for MoE layers.
     """
 
-    dp: int | None = Field(default=None, gt=0)
+    dp: int | None = bounded(None, gt=0, le=MAX_DEVICES, why=MAX_DEVICES_WHY)
     """Data-parallel degree; omit to derive it from cluster.num_gpus / (tp * pp * cp)."""
-    tp: int = Field(default=1, gt=0)
+    tp: int = bounded(1, gt=0, le=MAX_DEVICES, why=MAX_DEVICES_WHY)
     """Tensor-parallel degree (Megatron 1-D: column- then row-parallel linear layers)."""
     sp: bool = False
     """Sequence parallelism within the tensor-parallel group (norms and dropout sharded over
     the sequence; all-reduce becomes reduce-scatter + all-gather)."""
-    pp: int = Field(default=1, gt=0)
+    pp: int = bounded(1, gt=0, le=MAX_LAYERS, why="a stage needs a layer")
     """Pipeline-parallel degree (number of stages)."""
-    vpp: int = Field(default=1, gt=0)
+    vpp: int = bounded(1, gt=0, le=MAX_LAYERS, why="a model chunk needs a layer")
     """Virtual stages (model chunks) per pipeline rank, for the interleaved schedule."""
-    cp: int = Field(default=1, gt=0)
+    cp: int = bounded(1, gt=0, le=MAX_DEVICES, why=MAX_DEVICES_WHY)
     """Context-parallel degree (sequence split across ranks for attention)."""
     cp_algorithm: Literal["ring", "all_gather", "ulysses"] = "ring"
     """Context-parallel attention: ring (K/V passed around, overlapped with compute),
     all_gather (K/V gathered first, as Llama 3) or ulysses (all-to-all over heads)."""
-    ep: int = Field(default=1, gt=0)
+    ep: int = bounded(1, gt=0, le=MAX_DEVICES, why=MAX_DEVICES_WHY)
     """Expert-parallel degree for MoE layers."""
     zero_stage: Literal[0, 1, 2, 3] = 0
     """ZeRO stage of the data-parallel group: 0 replicated (DDP), 1 optimizer states sharded,
     2 plus gradients, 3 plus parameters (= FSDP full shard)."""
-    zero_shard_group_size: int | None = Field(default=None, gt=0)
+    zero_shard_group_size: int | None = bounded(None, gt=0, le=MAX_DEVICES, why=MAX_DEVICES_WHY)
     """Ranks one ZeRO/FSDP shard group spans; omit to shard over the whole data-parallel
     group (full shard). A smaller divisor of dp * cp gives hybrid sharding: states sharded
     inside each group (e.g. one node), gradients all-reduced across the groups."""
-    micro_batch_size: int = Field(default=1, gt=0)
+    micro_batch_size: int = bounded(
+        1, gt=0, le=1 << 16, why="1000x the largest micro-batch published (64)"
+    )
     """Sequences per microbatch on one data-parallel rank."""
-    global_batch_size: int = Field(gt=0)
+    global_batch_size: int = bounded(
+        gt=0, le=1 << 24, why="4000x the largest published batch (16M tokens = 4,096 sequences)"
+    )
     """Sequences per optimizer step across all data-parallel ranks."""
     pipeline_schedule: PipelineScheduleName = "1f1b"
     """Pipeline schedule (used when pp > 1)."""
     recompute: RecomputeMode = "none"
     """Activation recomputation: none, selective (attention core) or full (whole layer)."""
-    recompute_layer_fraction: float = Field(default=1.0, gt=0, le=1)
+    recompute_layer_fraction: float = bounded(1.0, gt=0, le=1, why="a fraction of the layers")
     """With recompute=full, the fraction of each pipeline chunk's layers that are recomputed,
     spread evenly (the others keep their activations): Megatron's --recompute-method block
     with --recompute-num-layers, torchtitan's selective layer checkpointing (every second
@@ -78,14 +84,34 @@ class ParallelSpec(Spec):
     overlap_grad_reduce: bool | None = None
     """Overlap the data-parallel gradient reduction with the backward pass (bucketed);
     default from the framework profile (always on under ZeRO-3)."""
-    grad_bucket_size_bytes: int | None = Field(default=None, gt=0, le=8_000_000_000)
+    overlap_replica_grad_reduce: bool | None = None
+    """Under hybrid sharding, overlap the all-reduce of gradient shards across shard groups
+    with the backward (false: the next layer's backward waits for it); default from the
+    framework profile (``overlaps.replica_grad_reduce``)."""
+    grad_bucket_size_bytes: int | None = bounded(
+        None, gt=0, le=8_000_000_000, why="50x Megatron-Core's 160 MB bucket"
+    )
     """Gradient bucket size for the overlapped data-parallel reduction; default from the
     framework profile (Megatron-Core: 40M fp32 elements = 160 MB; PyTorch DDP: 25 MiB)."""
     rank_order: str = "tp-cp-ep-dp-pp"
-    """Order of mesh axes from innermost (adjacent ranks) to outermost."""
+    """Order of mesh axes from innermost (adjacent ranks) to outermost: distinct axes among
+    tp, cp, ep, dp and pp joined by '-'."""
     mesh: MeshSpec | None = None
     """A MaxText/GSPMD named mesh (ici_fsdp, ici_tp, ici_dp inside a TPU slice; dcn_dp across
     slices) that sets tp, dp, zero_stage and zero_shard_group_size; omit to set those here."""
+
+    @field_validator("rank_order")
+    @classmethod
+    def _axes_once(cls, value: str) -> str:
+        """Each axis named once, and only known axes."""
+        axes = value.split("-")
+        if len(value) > 40 or len(set(axes)) != len(axes) or not set(axes) <= set(RANK_AXES):
+            shown = value if len(value) <= 40 else value[:37] + "..."
+            raise ValueError(
+                f"must join distinct axes among {', '.join(RANK_AXES)} with '-', e.g. "
+                f"tp-cp-ep-dp-pp (got {shown!r})"
+            )
+        return value
 
     @property
     def num_microbatches(self) -> int:

@@ -25,16 +25,19 @@ unknown one is a :class:`~simtrain.errors.SpecError` naming the valid fields.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from simtrain.errors import SpecError
-from simtrain.specs.base import Spec, divisors
+from simtrain.specs.base import Spec, bounded, check_file_name, divisors
 from simtrain.specs.experiment import ExperimentSpec
 from simtrain.specs.loader import deep_merge, format_validation_error, load_yaml_tree, read_yaml
 
+MAX_DIVIDEND = 1 << 40
+"""Largest number a ``divisors_of`` axis factors (trial division up to its square root)."""
 Metric = Literal[
     "tokens_per_s", "mfu", "hfu", "tflops_per_gpu", "step_time_s", "memory_headroom_bytes"
 ]
@@ -48,11 +51,21 @@ class RangeAxis(Spec):
     range: tuple[int, int] | tuple[int, int, int]
     """``[start, stop]`` or ``[start, stop, step]``; stop is included."""
 
+    @model_validator(mode="after")
+    def _check_step(self) -> RangeAxis:
+        step = (*self.range, 1)[2]
+        if step <= 0:
+            raise ValueError(f"'range' step must be > 0 (got {step})")
+        return self
+
+    def count(self, base: dict[str, Any]) -> int:
+        """How many values the range holds, without listing them."""
+        start, stop, step = (*self.range, 1)[:3]
+        return len(range(start, stop + 1, step))
+
     def values(self, base: dict[str, Any]) -> list[int]:
         """The integers of the range (``base`` is unused; kept for a uniform signature)."""
         start, stop, step = (*self.range, 1)[:3]
-        if step <= 0:
-            raise SpecError(f"'range' step must be > 0 (got {step})")
         return list(range(start, stop + 1, step))
 
 
@@ -60,31 +73,61 @@ class DivisorsAxis(Spec):
     """The divisors of a number or of a field of the base experiment, within bounds."""
 
     divisors_of: int | str
-    """A positive integer, or a dotted field of the base experiment such as model.num_layers."""
-    min: int = 1
+    """A positive integer up to 2**40, or a dotted field of the base experiment such as
+    model.num_layers."""
+    min: int = bounded(1, ge=1, le=MAX_DIVIDEND, why="as divisors_of")
     """Smallest divisor kept."""
-    max: int | None = None
+    max: int | None = bounded(None, ge=1, le=MAX_DIVIDEND, why="as divisors_of")
     """Largest divisor kept (None: no bound)."""
+
+    def count(self, base: dict[str, Any]) -> int:
+        """How many divisors the axis holds."""
+        return len(self.values(base))
 
     def values(self, base: dict[str, Any]) -> list[int]:
         """The divisors within ``[min, max]``, with a named field read from the base mapping."""
         target: Any = self.divisors_of
         if isinstance(target, str):
             target = lookup(base, target, "divisors_of")
-        if not isinstance(target, int) or target <= 0:
-            raise SpecError(f"'divisors_of' must name a positive integer (got {target!r})")
+        if (
+            isinstance(target, bool)
+            or not isinstance(target, int)
+            or not 0 < target <= MAX_DIVIDEND
+        ):
+            raise SpecError(
+                f"'divisors_of' must be an integer in 1..{MAX_DIVIDEND:,} (2**40: its divisors "
+                f"are found in a million steps) (got {_short(target)})"
+            )
         upper = self.max if self.max is not None else target
         return [d for d in divisors(target) if self.min <= d <= upper]
 
 
 AxisValues = list[Any] | RangeAxis | DivisorsAxis
+MAX_CONSTRAINT_CHARS = 1000
+"""Longest sweep constraint expression."""
+
+
+def _short(value: Any) -> str:
+    text = (
+        repr(value) if not isinstance(value, int) or value.bit_length() < 64 else "a huge integer"
+    )
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _finite_values(values: Any, where: str) -> None:
+    """Refuse non-finite numbers in an axis list (a value no experiment field accepts)."""
+    if isinstance(values, list):
+        for value in values:
+            if isinstance(value, float) and not math.isfinite(value):
+                raise SpecError(f"'{where}' must list finite values (got {value})")
 
 
 class SweepSpec(Spec):
     """A sweep: which experiment, which fields vary over which values, and how to rank."""
 
     name: str = "sweep"
-    """Short name shown in reports."""
+    """Short name shown in reports and used for the default store file: letters, digits,
+    '.', '_', '+' and '-', at most 100 characters, not starting with a dot."""
     description: str = ""
     """What the sweep explores."""
     base: str | dict[str, Any]
@@ -101,8 +144,26 @@ class SweepSpec(Spec):
     """Result column to rank by."""
     goal: Literal["max", "min"] | None = None
     """Rank by the largest (max) or smallest (min) metric; None: min for step_time_s only."""
-    top_k: int = Field(default=10, gt=0)
+    top_k: int = bounded(10, gt=0, le=10_000, why="a table longer than 10,000 rows is a file")
     """Rows of the ranked table shown by the CLI."""
+
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, value: str) -> str:
+        """A name that is also a safe file name (the default store is ``<name>.sqlite``)."""
+        return check_file_name(value, "name")
+
+    @field_validator("constraints")
+    @classmethod
+    def _short_constraints(cls, value: list[str]) -> list[str]:
+        """Constraints are short expressions, not programs."""
+        for i, text in enumerate(value):
+            if len(text) > MAX_CONSTRAINT_CHARS:
+                raise ValueError(
+                    f"'constraints.{i}' must be at most {MAX_CONSTRAINT_CHARS} characters "
+                    f"(got {len(text):,})"
+                )
+        return value
 
     @model_validator(mode="after")
     def _check_groups(self) -> SweepSpec:
@@ -231,14 +292,16 @@ def sweep_from_dict(data: dict[str, Any], source: str = "") -> SweepSpec:
     try:
         spec = SweepSpec.model_validate(data)
     except ValidationError as exc:
-        raise SpecError(format_validation_error(exc, source)) from None
+        raise SpecError(format_validation_error(exc, source, SweepSpec)) from None
     for field in spec.set:
         check_field(field, f"set.{field}")
-    for field in spec.axes:
+    for field, values in spec.axes.items():
         check_field(field, f"axes.{field}")
+        _finite_values(values, f"axes.{field}")
     for i, group in enumerate(spec.zip):
-        for field in group:
+        for field, values in group.items():
             check_field(field, f"zip.{i}.{field}")
+            _finite_values(values, f"zip.{i}.{field}")
     return spec
 
 

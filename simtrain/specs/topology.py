@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import model_validator
 
-from simtrain.specs.base import Spec
+from simtrain.specs.base import Spec, bounded
 
 TopologyKind = Literal[
     "fat_tree", "rail_optimized", "rail_only", "torus_3d", "dragonfly", "single_node"
@@ -34,24 +34,34 @@ class TopologySpec(Spec):
     (the 8 GCDs of 4 MI250X joined by 4-, 2- or 1-link Infinity Fabric pairs), or auto (from
     the scale-up link: NVLink -> nvswitch, MI250X Infinity Fabric on 8-GCD nodes -> mi250x,
     other Infinity Fabric -> p2p_mesh, PCIe -> pcie)."""
-    oversubscription: float = Field(default=1.0, ge=1.0)
+    oversubscription: float = bounded(
+        1.0, ge=1.0, le=1024, why="one uplink per 1,024 downlinks is no longer a fabric"
+    )
     """Ratio of downlink to uplink bandwidth above the leaf switches (1 = full bisection);
     Clos kinds only."""
-    pod_oversubscription: float = Field(default=1.0, ge=1.0)
+    pod_oversubscription: float = bounded(1.0, ge=1.0, le=1024, why="as oversubscription")
     """Ratio of downlink to uplink bandwidth above the spine (aggregation) switches of a pod,
     e.g. 7 for Llama 3's 1:7; three-tier Clos only."""
-    switch_radix: int = Field(default=64, ge=2)
+    switch_radix: int = bounded(
+        64, ge=2, le=4096, why="8x the largest switch radix shipped (512 ports)"
+    )
     """Ports per scale-out switch; sets the default ports per leaf and leaves per pod."""
     num_tiers: Literal[2, 3] | None = None
     """Switch tiers of the Clos (2 = leaf-spine, 3 = leaf-spine-core); omit for the
     smallest that holds the cluster."""
-    leaf_down_ports: int | None = Field(default=None, gt=0)
+    leaf_down_ports: int | None = bounded(
+        None, gt=0, le=4096, why="8x the largest switch radix shipped (512 ports)"
+    )
     """NIC ports per leaf switch; omit for switch_radix / 2. For rail kinds this is the
     number of nodes per scalable unit (one leaf per rail per unit)."""
-    leaves_per_pod: int | None = Field(default=None, gt=0)
+    leaves_per_pod: int | None = bounded(
+        None, gt=0, le=4096, why="8x the largest switch radix shipped (512 ports)"
+    )
     """Leaf switches joined by one pod's spines; omit for switch_radix (2 tiers) or
     switch_radix / 2 (3 tiers)."""
-    spines_per_pod: int | None = Field(default=None, gt=0)
+    spines_per_pod: int | None = bounded(
+        None, gt=0, le=4096, why="8x the largest switch radix shipped (512 ports)"
+    )
     """Spine switches per pod (and per rail plane for rail_only), each reached by one uplink
     of every leaf; omit for switch_radix / 2."""
     clos_routing: Literal["ecmp", "adaptive"] = "ecmp"
@@ -64,18 +74,20 @@ class TopologySpec(Spec):
     larger shapes; a 2D v5e pod is 16x16x1); torus_3d only."""
     torus_wraparound: bool = True
     """Wrap-around links in every dimension (a torus) rather than an open mesh."""
-    num_slices: int = Field(default=1, ge=1, le=4096)
+    num_slices: int = bounded(1, ge=1, le=4096, why="100x the largest multi-slice jobs (~50)")
     """TPU slices of torus_shape each, joined by the data-centre network (DCN: the cluster's
     scale-out link, one port per host of gpus_per_node chips); torus_3d only.
     cluster.num_gpus must equal num_slices times the chips of torus_shape."""
-    num_groups: int | None = Field(default=None, ge=1, le=4096)
+    num_groups: int | None = bounded(None, ge=1, le=4096, why="50x Frontier's 74 groups")
     """Dragonfly groups of the machine (Frontier: 74, LUMI-G: 20); omit for the fewest that
     hold the cluster. Groups beyond the cluster's still carry Valiant detours; dragonfly only."""
-    switches_per_group: int = Field(default=32, ge=1, le=1024)
+    switches_per_group: int = bounded(32, ge=1, le=1024, why="30x a Cray EX cabinet's 32 switches")
     """Switches in a dragonfly group, all-to-all connected (a Cray EX cabinet: 32)."""
-    nic_ports_per_switch: int = Field(default=16, ge=1, le=1024)
+    nic_ports_per_switch: int = bounded(
+        16, ge=1, le=1024, why="60x a Cray EX switch's 16 NIC ports"
+    )
     """NIC ports of each dragonfly switch (Cray EX: 16); a multiple of the NICs per node."""
-    links_per_group_pair: int = Field(default=4, ge=1, le=1024)
+    links_per_group_pair: int = bounded(4, ge=1, le=1024, why="250x Frontier's 4 links per arc")
     """Global links between every pair of dragonfly groups ("links per arc"; Frontier: 4)."""
     routing: Literal["minimal", "valiant", "ugal"] = "ugal"
     """Dragonfly routing in the flow model: minimal, valiant (detour through a random group)
@@ -93,4 +105,11 @@ class TopologySpec(Spec):
             )
         if self.switch_radix % 2:
             raise ValueError(f"'topology.switch_radix' must be even (got {self.switch_radix})")
+        for name in ("leaf_down_ports", "spines_per_pod"):
+            value = getattr(self, name)
+            if value is not None and value > self.switch_radix:
+                raise ValueError(
+                    f"'topology.{name}'={value} must be at most topology.switch_radix="
+                    f"{self.switch_radix} (a switch has no more ports)"
+                )
         return self

@@ -5,15 +5,16 @@ from __future__ import annotations
 import warnings
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import model_validator
 
-from simtrain.specs.base import Spec
+from simtrain.specs.base import Spec, bounded
 from simtrain.specs.framework import (
     DEFAULT_FRAMEWORK,
     AttentionKernel,
     ExecutionMode,
     GradReduceDtype,
 )
+from simtrain.specs.variability import VariabilitySpec
 
 Dtype = Literal["bf16", "fp16", "fp8", "mxfp8"]
 Optimizer = Literal["adam", "adamw", "adafactor", "lion", "adam8bit", "sgd"]
@@ -54,7 +55,9 @@ class TrainingSpec(Spec):
     """How kernels reach the GPU: eager (issued one by one from Python), cuda_graphs
     (captured and replayed) or compiled (XLA, torch.compile); default from the framework
     profile."""
-    total_tokens: float = Field(default=0.0, ge=0)
+    total_tokens: float = bounded(
+        0.0, ge=0, le=1e16, why="600x the largest published run (Llama 3: 15.6T tokens)"
+    )
     """Tokens of the whole run, for run-level time and cost (0 = report one step only)."""
 
     @model_validator(mode="after")
@@ -81,6 +84,8 @@ class SimulationSpec(Spec):
     fastest as NCCL's tuner does."""
     full: bool = False
     """Simulate every rank instead of one per symmetry class (for checking)."""
+    variability: VariabilitySpec = VariabilitySpec()
+    """Spread of rank speeds and fail-slow stragglers within a step (seeded)."""
 
 
 class ExpectedSpec(Spec):
@@ -94,9 +99,9 @@ class ExpectedSpec(Spec):
     """How the source counted model FLOPs, for model_tflops_per_gpu and mfu: simtrain,
     megatron (Eq. 3, full recomputation counted), palm (6N + 12·L·H·Q·T), causal (MaxText)
     or noncausal (LLM Foundry)."""
-    value: float = Field(gt=0)
+    value: float = bounded(gt=0, le=1e18, why="above any metric simtrain reports")
     """Published value of the metric."""
-    tolerance: float = Field(default=0.10, gt=0, lt=1)
+    tolerance: float = bounded(0.10, gt=0, lt=1, why="a relative error of 100% checks nothing")
     """Allowed relative error, e.g. 0.1 for ±10 %."""
     source: str
     """Where the published value comes from (paper, table, row)."""

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from simtrain.errors import SpecError
+from simtrain.limits import MAX_CONFIGS, check_configs
 from simtrain.specs.experiment import ExperimentSpec
 from simtrain.specs.loader import experiment_from_dict
 from simtrain.specs.sweep import SweepSpec, check_field, with_fields
@@ -91,6 +92,25 @@ def _values(values: Any, base: dict[str, Any], where: str) -> list[Any]:
     return listed
 
 
+def count_configurations(sweep: SweepSpec, base: dict[str, Any]) -> int:
+    """Configurations the sweep spans, counted without listing any axis (ranges in O(1)).
+
+    Examples:
+        >>> from simtrain.specs.sweep import SweepSpec
+        >>> axes = {"parallel.tp": [1, 2], "parallel.pp": {"range": [1, 10**9]}}
+        >>> sweep = SweepSpec(base={}, axes=axes)
+        >>> count_configurations(sweep, {})
+        2000000000
+    """
+
+    def size(values: Any) -> int:
+        return len(values) if isinstance(values, list) else values.count(base)
+
+    axes = [size(v) for v in sweep.axes.values()]
+    groups = [size(next(iter(group.values()))) for group in sweep.zip if group]
+    return math.prod(axes + groups)
+
+
 def count_points(groups: list[list[Assignment]]) -> int:
     """Configurations the groups span (their product), without enumerating them."""
     return math.prod(len(g) for g in groups)
@@ -134,20 +154,24 @@ def resolve(
     except SpecError as exc:
         return Candidate(index, point, "invalid", str(exc))
     key = config_key(spec, version)
-    for text, tree in constraints:
-        if not evaluate_constraint(tree, spec, text):
+    for i, (text, tree) in enumerate(constraints):
+        if not evaluate_constraint(tree, spec, f"constraints.{i}", text):
             return Candidate(index, point, "constraint", f"violates {text!r}", spec, key)
     return Candidate(index, point, "pending", "", spec, key)
 
 
-def candidates(sweep: SweepSpec, base: dict[str, Any], version: str) -> Iterator[Candidate]:
+def candidates(
+    sweep: SweepSpec, base: dict[str, Any], version: str, max_configs: int = MAX_CONFIGS
+) -> Iterator[Candidate]:
     """Every configuration of the sweep, lazily, with the cheap feasibility verdicts.
 
     Raises:
-        SpecError: the sweep is empty, an axis has no value, or a constraint is malformed.
+        SpecError: the sweep is empty, an axis has no value, a constraint is malformed, or
+            the sweep spans more than ``max_configs`` configurations.
     """
     if not sweep.axes and not sweep.zip:
         raise SpecError("the sweep is empty: 'axes' or 'zip' must name at least one field")
+    check_configs(count_configurations(sweep, base), max_configs)
     groups = sweep_groups(sweep, base)
     constraints = parse_constraints(sweep)
     # checks above run at the call; the configurations below are produced on demand

@@ -23,6 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from simtrain.api import simtrain_version
 from simtrain.catalog.prices import preset_price
 from simtrain.errors import SpecError
+from simtrain.limits import MAX_CONFIGS
 from simtrain.specs.sweep import SweepSpec, base_mapping, load_sweep
 from simtrain.sweep.enumerate import Candidate, candidates, count_points, sweep_groups
 from simtrain.sweep.evaluate import METRIC_COLUMNS, evaluate
@@ -89,6 +90,7 @@ def run_sweep(
     overwrite: bool = False,
     progress: bool = False,
     usd_per_gpu_hour: float | None = None,
+    max_configs: int = MAX_CONFIGS,
 ) -> SweepResult:
     """Run every configuration of ``sweep`` not already in the store, and tabulate all.
 
@@ -103,13 +105,15 @@ def run_sweep(
         overwrite: empty a non-empty store first instead of refusing.
         progress: show a progress bar with ETA on the terminal.
         usd_per_gpu_hour: price for the cost columns; default the accelerator's preset.
+        max_configs: refuse a sweep of more configurations (:mod:`simtrain.limits`).
 
     Raises:
         SpecError: bad sweep input, a non-empty store without resume/overwrite, Ray errors.
     """
     began = time.perf_counter()
     version = simtrain_version()
-    configurations = candidates(sweep, base, version)  # bad input raises here, before any I/O
+    # bad input raises here, before any I/O
+    configurations = candidates(sweep, base, version, max_configs)
     total = count_points(sweep_groups(sweep, base))
     check_executor(executor, address)
     results = open_store(store, resume, overwrite)
@@ -168,6 +172,12 @@ def open_store(store: str | Path, resume: bool, overwrite: bool) -> ResultStore:
         )
     if overwrite and not resume:
         results.clear()
+    elif resume:
+        try:
+            results.get_all()  # unreadable rows are an error now, not after the sweep has run
+        except SpecError:
+            results.close()
+            raise
     return results
 
 

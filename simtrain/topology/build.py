@@ -8,7 +8,7 @@ from itertools import combinations
 
 import numpy as np
 
-from simtrain.catalog import get_accelerator, get_link
+from simtrain.catalog import cluster_links
 from simtrain.errors import SpecError
 from simtrain.specs.cluster import ClusterSpec
 from simtrain.specs.hardware import LinkSpec
@@ -55,14 +55,6 @@ DRAGONFLY_FIELDS = (
     "routing",
 )
 """TopologySpec fields read only by dragonfly."""
-
-
-def cluster_links(cluster: ClusterSpec) -> tuple[LinkSpec, LinkSpec]:
-    """Scale-up and scale-out links of a cluster, defaulting to the accelerator's own."""
-    acc = get_accelerator(cluster.accelerator)
-    up = get_link(cluster.scale_up_link or acc.scale_up_link, "cluster.scale_up_link")
-    out = get_link(cluster.scale_out_link or acc.scale_out_link, "cluster.scale_out_link")
-    return up, out
 
 
 def build_topology(cluster: ClusterSpec, seed: int = 0) -> Topology:

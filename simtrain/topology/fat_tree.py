@@ -177,6 +177,12 @@ def build_clos(
         return single, details
 
     num_pods = -(-leaves_per_plane // per_pod)
+    if tiers == 3 and num_pods > radix:
+        raise SpecError(
+            f"'cluster.topology.switch_radix'={radix} must be at least the {num_pods} pods its "
+            f"core switches join (a 3-tier fat-tree of radix k holds k^3/4 NICs at full "
+            f"bisection; got {int(leaf_of_nic.size):,} NICs): use larger switches"
+        )
     group_of_leaf = (index_in_plane // per_pod) * num_planes + plane_of_leaf
     num_groups = num_pods * num_planes
     if spec.spines_per_pod is not None:

@@ -23,21 +23,27 @@ their GEMM shape from ``inputs`` (:mod:`~simtrain.traceio.shapes`).
 from __future__ import annotations
 
 import dataclasses
-import gzip
 import json
 import re
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from simtrain.errors import TraceFormatError
+from simtrain.traceio import limits
 from simtrain.traceio.limits import (
     MAX_DEPS_PER_NODE,
+    MAX_NODE_BYTES,
+    MAX_NODE_FLOPS,
     MAX_NODES_PER_RANK,
     MAX_RANK,
     MAX_RANK_FILES,
     check_count,
     check_file_size,
+    check_group,
+    check_node,
+    check_quantity,
 )
 from simtrain.traceio.model import NodeKind, RankTrace, TraceNode
 from simtrain.traceio.shapes import gemm_op
@@ -139,13 +145,52 @@ def _messages(data: bytes, name: str) -> Iterator[tuple[bytes, int]]:
         count += 1
 
 
-def _read_et(path: Path, pb: Any) -> tuple[Any, list[Any]]:
+def _gunzip(raw: bytes, name: str) -> bytes:
+    """Decompress gzip data, refusing output beyond the file-size limit (a gzip bomb)."""
+    limit = limits.MAX_DECOMPRESSED_BYTES
+    chunks, size, data = [], 0, raw
+    try:
+        while data:  # one gzip member after another (concatenated members are valid gzip)
+            member = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            chunks.append(member.decompress(data, limit + 1 - size))
+            size += len(chunks[-1])
+            if size > limit:
+                raise TraceFormatError(
+                    f"{name}: decompressed size must be at most {limit} bytes (got more)"
+                )
+            if not member.eof:
+                raise TraceFormatError(f"{name}: corrupt gzip data (truncated stream)")
+            data = member.unused_data
+    except zlib.error as exc:
+        raise TraceFormatError(f"{name}: corrupt gzip data ({exc})") from None
+    return b"".join(chunks)
+
+
+def _offsets(data: bytes, most: int) -> Iterator[int]:
+    """Byte offsets of the first ``most`` length-prefixed messages (no parsing, no checks)."""
+    pos = 0
+    for _ in range(most):
+        if pos >= len(data):
+            return
+        size = shift = 0
+        while pos < len(data):
+            byte = data[pos]
+            pos += 1
+            size |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80 or shift > 63:
+                break
+        yield pos
+        pos += size
+
+
+def _read_et(path: Path, pb: Any, limit: int) -> tuple[Any, list[Any]]:
     raw = path.read_bytes()
     if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError) as exc:
-            raise TraceFormatError(f"{path.name}: corrupt gzip data ({exc})") from None
+        raw = _gunzip(raw, path.name)
+    # count the messages before parsing any (a million empty ones parse slowly)
+    for count, _ in enumerate(_offsets(raw, limit + 2), start=0):
+        check_count(path.name, "the number of nodes", count, limit, "--max-trace-nodes")
     meta, nodes = pb.GlobalMetadata(), []
     messages = _messages(raw, path.name)
     while True:
@@ -167,16 +212,18 @@ def _read_et(path: Path, pb: Any) -> tuple[Any, list[Any]]:
             ) from None
         if offset:
             nodes.append(target)
-            check_count(path.name, "the number of nodes", len(nodes), MAX_NODES_PER_RANK)
+            check_count(path.name, "the number of nodes", len(nodes), limit, "--max-trace-nodes")
 
 
-def _json_objects(text: str, name: str) -> list[Any]:
+def _json_objects(text: str, name: str, limit: int) -> list[Any]:
     try:
         whole = json.loads(text)
     except json.JSONDecodeError:
         whole = None
     except RecursionError:
         raise TraceFormatError(f"{name}: JSON nested too deeply") from None
+    except ValueError as exc:  # an integer literal of thousands of digits
+        raise TraceFormatError(f"{name}: invalid JSON ({str(exc)[:80]})") from None
     if isinstance(whole, list):
         return whole
     if isinstance(whole, dict):
@@ -195,15 +242,17 @@ def _json_objects(text: str, name: str) -> list[Any]:
             raise TraceFormatError(
                 f"{name}: invalid JSON after object {len(objects)} ({exc.msg} at char {exc.pos})"
             ) from None
+        except ValueError as exc:
+            raise TraceFormatError(f"{name}: invalid JSON ({str(exc)[:80]})") from None
         objects.append(obj)
-        check_count(name, "the number of nodes", len(objects), MAX_NODES_PER_RANK)
+        check_count(name, "the number of nodes", len(objects), limit, "--max-trace-nodes")
 
 
-def _read_json(path: Path, pb: Any) -> tuple[Any, list[Any]]:
+def _read_json(path: Path, pb: Any, limit: int) -> tuple[Any, list[Any]]:
     from google.protobuf import json_format
 
-    objects = _json_objects(path.read_text(errors="replace"), path.name)
-    check_count(path.name, "the number of nodes", len(objects), MAX_NODES_PER_RANK)
+    objects = _json_objects(path.read_text(errors="replace"), path.name, limit)
+    check_count(path.name, "the number of nodes", len(objects), limit, "--max-trace-nodes")
     meta, nodes = pb.GlobalMetadata(), []
     for index, obj in enumerate(objects):
         is_meta = index == 0 and isinstance(obj, dict) and "version" in obj and "id" not in obj
@@ -298,6 +347,10 @@ def _convert(file: str, rank: int, node: Any) -> TraceNode:
     check_count(view.where, "the number of dependencies", len(deps), MAX_DEPS_PER_NODE)
     ops = view.ops()
     measured = node.duration_micros * 1e-6 if node.duration_micros else None
+    for name in ("num_ops", "tensor_size", "comm_size"):
+        if isinstance(view.attrs.get(name), int) and view.attrs[name] > 0:
+            limit = MAX_NODE_FLOPS if name == "num_ops" else MAX_NODE_BYTES
+            check_quantity(view.where, f"attribute '{name}'", view.attrs[name], limit)
     common: dict[str, Any] = {
         "node_id": node.id,
         "name": node.name,
@@ -341,9 +394,7 @@ def _convert(file: str, rank: int, node: Any) -> TraceNode:
         if not ops:
             op = Op(node.name or "collective", "collective", comm=COMM_TYPES[comm_type])
             ops = (dataclasses.replace(op, comm_bytes=float(size_bytes)),)
-        group = tuple(view.attrs.get("pg_ranks", []))
-        if any(not isinstance(r, int) or not 0 <= r <= MAX_RANK for r in group):
-            raise TraceFormatError(f"{view.where}: attribute 'pg_ranks' must list ranks")
+        group = check_group(view.where, "attribute 'pg_ranks'", view.attrs.get("pg_ranks", []))
         return TraceNode(
             kind="collective",
             stream=view.str("stream", "comm"),
@@ -374,15 +425,22 @@ def _convert(file: str, rank: int, node: Any) -> TraceNode:
     )
 
 
-def read_rank_file(path: Path, rank: int) -> RankTrace:
+def read_rank_file(path: Path, rank: int, max_nodes: int | None = None) -> RankTrace:
     """Read one Chakra rank file (``.et``, possibly gzipped, or its JSON form).
+
+    Args:
+        path: the rank file.
+        rank: the rank it describes.
+        max_nodes: most nodes accepted (default :data:`MAX_NODES_PER_RANK`).
 
     Raises:
         TraceFormatError: the file is too large, truncated, not Chakra, or a node is invalid.
     """
     pb = schema()
     check_file_size(path)
-    meta, nodes = _read_json(path, pb) if path.suffix == ".json" else _read_et(path, pb)
+    limit = MAX_NODES_PER_RANK if max_nodes is None else max_nodes
+    read = _read_json if path.suffix == ".json" else _read_et
+    meta, nodes = read(path, pb, limit)
     info = _Node(f"{path.name}: metadata", meta)
     trace = RankTrace(
         path=path.name,
@@ -391,16 +449,18 @@ def read_rank_file(path: Path, rank: int) -> RankTrace:
         weight=info.int("weight", 1),
         accelerator=info.str("accelerator"),
     )
-    if trace.weight < 1 or not 0 <= trace.world_size <= MAX_RANK + 1:
+    if not 1 <= trace.weight <= MAX_RANK + 1 or not 0 <= trace.world_size <= MAX_RANK + 1:
         raise TraceFormatError(
-            f"{path.name}: metadata 'weight' must be >= 1 and 'world_size' at most {MAX_RANK + 1} "
-            f"(got {trace.weight} and {trace.world_size})"
+            f"{path.name}: metadata 'weight' must be in 1..{MAX_RANK + 1} and 'world_size' in "
+            f"0..{MAX_RANK + 1} (got {trace.weight} and {trace.world_size})"
         )
     trace.nodes = [_convert(path.name, rank, node) for node in nodes]
+    for node, converted in zip(nodes, trace.nodes, strict=True):
+        check_node(f"{path.name}: node {node.id} ({node.name or 'unnamed'})", converted)
     return trace
 
 
-def read_chakra(directory: Path) -> list[RankTrace]:
+def read_chakra(directory: Path, max_nodes: int | None = None) -> list[RankTrace]:
     """Read every rank file of a Chakra trace directory, ordered by rank.
 
     Raises:
@@ -408,4 +468,4 @@ def read_chakra(directory: Path) -> list[RankTrace]:
     """
     files = rank_files(directory)
     check_count(str(directory), "the number of rank files", len(files), MAX_RANK_FILES)
-    return [read_rank_file(path, rank) for rank, path in sorted(files.items())]
+    return [read_rank_file(path, rank, max_nodes) for rank, path in sorted(files.items())]

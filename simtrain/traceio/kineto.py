@@ -35,11 +35,17 @@ from typing import Any
 from simtrain.errors import TraceFormatError
 from simtrain.traceio.chakra import RANK_FILE
 from simtrain.traceio.limits import (
+    MAX_NODE_BYTES,
+    MAX_NODE_DURATION_S,
     MAX_NODES_PER_RANK,
     MAX_RANK,
     MAX_RANK_FILES,
+    MAX_TIMESTAMP_US,
     check_count,
     check_file_size,
+    check_group,
+    check_node,
+    check_quantity,
 )
 from simtrain.traceio.model import HOST_STREAM, RankTrace, TraceNode
 from simtrain.traceio.shapes import gemm_op_from_dims
@@ -72,15 +78,23 @@ def _comm_kind(name: str) -> str | None:
     return next((kind for key, kind in COMM_NAMES.items() if key in squashed), "all_reduce")
 
 
-def _size_bytes(event: dict[str, Any]) -> int:
-    """Message size recorded on a communication event, 0 when the trace has none."""
+def _size_bytes(event: dict[str, Any], where: str) -> int:
+    """Message size recorded on a communication event, 0 when the trace has none.
+
+    Raises:
+        TraceFormatError: an element count or dimension that is not an integer in
+            ``0..2**40``, or a message over :data:`~simtrain.traceio.limits.MAX_NODE_BYTES`.
+    """
     args = event.get("args") or {}
     if not isinstance(args, dict):
         return 0
     dtype = str(args.get("dtype", "")).lower()
     elements = args.get("In msg nelems")
+    if elements is not None:
+        _count(where, "'In msg nelems'", elements)
     if isinstance(elements, int) and dtype in DTYPE_BYTES:
-        return elements * DTYPE_BYTES[dtype]
+        size = elements * DTYPE_BYTES[dtype]
+        return int(check_quantity(where, "'In msg nelems' x dtype bytes", size, MAX_NODE_BYTES))
     dims, types = args.get("Input Dims"), args.get("Input type")
     if not isinstance(dims, list) or not isinstance(types, list):
         return 0
@@ -91,13 +105,26 @@ def _size_bytes(event: dict[str, Any]) -> int:
             continue
         shapes = shape if shape and isinstance(shape[0], list) else [shape]
         for dims_of_one in shapes:
+            if not isinstance(dims_of_one, list):
+                continue
+            for d in dims_of_one:
+                _count(where, "'Input Dims'", d)
             if all(isinstance(d, int) and d >= 0 for d in dims_of_one):
                 total += math.prod(dims_of_one) * width
+                check_quantity(where, "'Input Dims' x type bytes", total, MAX_NODE_BYTES)
     return total
 
 
+def _count(where: str, what: str, value: Any) -> None:
+    """An element count or a dimension: an integer in ``0..2**40``."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 1 << 40
+    if not ok:
+        shown = repr(value)[:40] if not isinstance(value, int) else f"{value:.3g}"
+        raise TraceFormatError(f"{where}: {what} must be integers in 0..2**40 (got {shown})")
+
+
 def _group(
-    event: dict[str, Any], groups: dict[str, tuple[int, ...]], world: tuple[int, ...]
+    event: dict[str, Any], groups: dict[str, tuple[int, ...]], world: tuple[int, ...], where: str
 ) -> tuple[int, ...]:
     """Ranks of a communication event.
 
@@ -111,29 +138,47 @@ def _group(
             ranks = json.loads(ranks)
         except json.JSONDecodeError:
             ranks = None
-    if isinstance(ranks, list) and ranks and all(isinstance(r, int) for r in ranks):
-        return tuple(ranks)
+    if isinstance(ranks, list) and ranks:
+        return check_group(where, "'Process Group Ranks'", ranks)
     return groups.get(str(args.get("Process Group Name", "")), world)
 
 
-def _complete_events(data: Any, name: str) -> list[dict[str, Any]]:
+def _complete_events(data: Any, name: str, limit: int) -> list[dict[str, Any]]:
     if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
         raise TraceFormatError(f"{name}: a Kineto trace must be an object with 'traceEvents'")
     events = data["traceEvents"]
-    check_count(name, "the number of events", len(events), MAX_NODES_PER_RANK)
+    check_count(name, "the number of events", len(events), limit)
     complete = []
     for index, event in enumerate(events):
-        if not isinstance(event, dict) or event.get("ph") != "X":
+        if not isinstance(event, dict):
+            raise TraceFormatError(
+                f"{name}: event {index} must be a JSON object (got {type(event).__name__})"
+            )
+        if event.get("ph") != "X":
             continue
+        where = f"{name}: event {index} ({str(event.get('name', 'unnamed'))[:60]})"
         ts, dur = event.get("ts"), event.get("dur")
         ok = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (ts, dur))
         if not ok or not math.isfinite(ts) or not math.isfinite(dur) or dur < 0:
             raise TraceFormatError(
-                f"{name}: event {index} ({event.get('name', 'unnamed')}): 'ts' and 'dur' must "
-                f"be finite numbers, dur >= 0 (got {ts!r}, {dur!r})"
+                f"{where}: 'ts' and 'dur' must be finite numbers, dur >= 0 (got {ts!r}, {dur!r})"
             )
+        check_quantity(where, "'ts'", abs(ts), MAX_TIMESTAMP_US, " us")
+        check_quantity(where, "'dur'", dur, MAX_NODE_DURATION_S * 1e6, " us")
         complete.append(event)
     return complete
+
+
+def _count_events(path: Path) -> int:
+    """Events in a Kineto file, counted by their ``"ph"`` keys without parsing the JSON."""
+    count, tail = 0, b""
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 22):
+            window = tail + chunk
+            count += window.count(b'"ph"')
+            tail = window[-3:]
+            count -= tail.count(b'"ph"')  # counted again with the next chunk
+    return count + tail.count(b'"ph"')
 
 
 def _outermost(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -182,6 +227,7 @@ def _nodes(
     selected: list[tuple[dict[str, Any], str | None]],
     groups: dict[str, tuple[int, ...]],
     world: tuple[int, ...],
+    file: str,
 ) -> list[TraceNode]:
     nodes: list[TraceNode] = []
     last_compute: tuple[int, float] | None = None  # (node id, end)
@@ -205,7 +251,8 @@ def _nodes(
             )
             last_compute = (node_id, end)
             continue
-        size_bytes = _size_bytes(event)
+        where = f"{file}: node {node_id} ({name[:60]})"
+        size_bytes = _size_bytes(event, where)
         deps = (last_compute[0],) if last_compute and last_compute[1] <= start else ()
         nodes.append(
             TraceNode(
@@ -217,7 +264,7 @@ def _nodes(
                 category="comm",
                 duration_s=None if size_bytes else event["dur"] * 1e-6,
                 ops=(Op(name, "collective", comm=kind, comm_bytes=float(size_bytes)),),
-                group=_group(event, groups, world),
+                group=_group(event, groups, world, where),
             )
         )
         finished_comms.append((node_id, end))
@@ -268,19 +315,34 @@ def _with_launches(
     return result
 
 
-def read_kineto_file(path: Path, rank: int | None = None) -> RankTrace:
+def read_kineto_file(
+    path: Path, rank: int | None = None, max_nodes: int | None = None
+) -> RankTrace:
     """Read one rank's Kineto trace.
 
+    The events are counted before the JSON is parsed, so an oversized trace is refused in a
+    fraction of a second (parsing a million events takes over a gigabyte).
+
     Raises:
-        TraceFormatError: too large, not JSON, not a Kineto trace, or events with bad times.
+        TraceFormatError: too large, too many events, not JSON, not a Kineto trace, or events
+            with bad times or sizes.
     """
     check_file_size(path)
+    limit = MAX_NODES_PER_RANK if max_nodes is None else max_nodes
+    counted = _count_events(path)
+    if counted > limit:
+        raise TraceFormatError(
+            f"{path.name}: the number of events must be at most {limit:,} (got about "
+            f"{counted:,}; raise it with --max-trace-nodes {counted})"
+        )
     try:
         data = json.loads(path.read_text(errors="replace"))
     except json.JSONDecodeError as exc:
         raise TraceFormatError(f"{path.name}: invalid JSON ({exc.msg} at char {exc.pos})") from None
     except RecursionError:
         raise TraceFormatError(f"{path.name}: JSON nested too deeply") from None
+    except ValueError as exc:  # an integer literal of thousands of digits
+        raise TraceFormatError(f"{path.name}: invalid JSON ({str(exc)[:80]})") from None
     info = data.get("distributedInfo") if isinstance(data, dict) else None
     info = info if isinstance(info, dict) else {}
     rank_id, world_size = info.get("rank", rank), info.get("world_size", 0)
@@ -305,13 +367,15 @@ def read_kineto_file(path: Path, rank: int | None = None) -> RankTrace:
     devices = data.get("deviceProperties")
     first = devices[0] if isinstance(devices, list) and devices else None
     device = str(first.get("name", "")) if isinstance(first, dict) else ""
-    events = _complete_events(data, path.name)
+    events = _complete_events(data, path.name, limit)
     selected = _select(events)
-    nodes = _with_launches(_nodes(selected, groups, world), selected, events)
+    nodes = _with_launches(_nodes(selected, groups, world, path.name), selected, events)
+    for node in nodes:
+        check_node(f"{path.name}: node {node.node_id} ({node.name[:60]})", node)
     return RankTrace(path.name, rank_id, nodes, world_size=world_size, accelerator=device)
 
 
-def read_kineto(directory: Path) -> list[RankTrace]:
+def read_kineto(directory: Path, max_nodes: int | None = None) -> list[RankTrace]:
     """Read every ``<name>.<rank>.json`` Kineto file of ``directory``, ordered by rank.
 
     Raises:
@@ -322,7 +386,7 @@ def read_kineto(directory: Path) -> list[RankTrace]:
     check_count(str(directory), "the number of rank files", len(files), MAX_RANK_FILES)
     for path in files:
         match = RANK_FILE.match(path.name)
-        trace = read_kineto_file(path, int(match["rank"]) if match else None)
+        trace = read_kineto_file(path, int(match["rank"]) if match else None, max_nodes)
         if trace.rank in traces:
             raise TraceFormatError(f"{path.name}: a second file for rank {trace.rank}")
         traces[trace.rank] = trace

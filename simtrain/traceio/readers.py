@@ -26,8 +26,13 @@ def trace_format(directory: Path) -> str:
     return "chakra"
 
 
-def read_traces(directory: Path) -> tuple[str, list[RankTrace]]:
+def read_traces(directory: Path, max_nodes: int | None = None) -> tuple[str, list[RankTrace]]:
     """The format and the per-rank traces of ``directory``.
+
+    Args:
+        directory: folder of per-rank files.
+        max_nodes: most nodes (events) per rank file (default
+            :data:`~simtrain.traceio.limits.MAX_NODES_PER_RANK`).
 
     Raises:
         TraceFormatError: the directory holds no readable trace (see the readers).
@@ -36,7 +41,7 @@ def read_traces(directory: Path) -> tuple[str, list[RankTrace]]:
     if fmt == "kineto":
         from simtrain.traceio.kineto import read_kineto
 
-        return fmt, read_kineto(directory)
+        return fmt, read_kineto(directory, max_nodes)
     from simtrain.traceio.chakra import read_chakra
 
-    return fmt, read_chakra(directory)
+    return fmt, read_chakra(directory, max_nodes)

@@ -129,9 +129,11 @@ def build_program(traces: list[RankTrace]) -> Program:
             if node.kind != "compute":
                 group = group or everyone
                 if trace.rank not in group or max(group) >= world_size:
+                    shown = list(group[:6])
+                    more = f" and {len(group) - 6} more" if len(group) > 6 else ""
                     raise TraceFormatError(
-                        f"{_locate(trace, node)}: process group {list(group)} must contain "
-                        f"rank {trace.rank} and ranks below {world_size}"
+                        f"{_locate(trace, node)}: process group (pg_ranks) {shown}{more} must "
+                        f"contain rank {trace.rank} and ranks below {world_size}"
                     )
                 key = _match_key(node, trace.rank, group, seen)
                 members[key].append((trace, node))

@@ -51,6 +51,7 @@ def replay_directory(
     target: ReplayTarget,
     retime: bool = False,
     source_accelerator: str | None = None,
+    max_nodes: int | None = None,
 ) -> dict[str, Any]:
     """Replay every rank file of ``directory`` on ``target`` and return the report.
 
@@ -58,6 +59,7 @@ def replay_directory(
         directory: per-rank Chakra or Kineto traces.
         target: the cluster to replay on.
         retime: re-time measured compute for ``target.accelerator`` (``--retarget``).
+        max_nodes: most nodes per rank file (``--max-trace-nodes``).
         source_accelerator: the accelerator the trace was recorded on; defaults to the one
             the trace names.
 
@@ -67,7 +69,7 @@ def replay_directory(
             known source accelerator.
     """
     began = time.perf_counter()
-    fmt, traces = read_traces(directory)
+    fmt, traces = read_traces(directory, max_nodes)
     program = build_program(traces)
     if program.world_size > target.num_gpus:
         raise SpecError(

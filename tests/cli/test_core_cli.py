@@ -145,7 +145,7 @@ def test_missing_file_and_malformed_yaml(capsys, tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("model: [unclosed\n")
     code, _, err = run(capsys, "run", str(bad))
-    assert code != 0 and "not valid YAML" in err and len(err.strip().splitlines()) == 1
+    assert code != 0 and "must be valid YAML" in err and len(err.strip().splitlines()) == 1
 
 
 def test_console_script_prints_no_traceback(tmp_path):

@@ -54,9 +54,9 @@ def test_lumi_ring_all_reduce_matches_the_measured_busbw(capsys):
     [
         (
             "num_groups: 0",
-            "'topology.num_groups' Input should be greater than or equal to 1 (got 0)",
+            "'topology.num_groups' must be an integer in 1..4096 (got 0)",
         ),
-        ("routing: adaptive", "'topology.routing' Input should be 'minimal', 'valiant' or 'ugal'"),
+        ("routing: adaptive", "'topology.routing' must be 'minimal', 'valiant' or 'ugal'"),
     ],
 )
 def test_bad_dragonfly_input_is_one_line_and_exit_2(capsys, tmp_path, override, needle):

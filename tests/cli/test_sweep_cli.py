@@ -217,7 +217,7 @@ def test_plan_json_has_the_issue_keys(capsys, tmp_path):
         ({"axes": {}}, "the sweep is empty"),
         ({"axes": {"parallel.tp": []}}, "'axes.parallel.tp' must have at least one value"),
         ({"constraints": ["parallel.tp <"]}, "'constraints.0' must be an expression"),
-        ({"metric": "speed"}, "'metric' Input should be"),
+        ({"metric": "speed"}, "'metric' must be 'tokens_per_s'"),
     ],
 )
 def test_bad_sweeps_fail_on_one_line(capsys, tmp_path, changes, expected):

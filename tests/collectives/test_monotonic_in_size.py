@@ -18,8 +18,8 @@ CLUSTERS = {
     ),
     "a100-3tier": ClusterSpec(
         accelerator="A100-80GB",
-        num_gpus=256,
-        topology={"switch_radix": 8, "num_tiers": 3, "pod_oversubscription": 2},
+        num_gpus=256,  # radix 16 holds 16**3/4 = 1,024 NICs in three tiers
+        topology={"switch_radix": 16, "num_tiers": 3, "pod_oversubscription": 2},
     ),
     "tpu-4x4x4": ClusterSpec(
         accelerator="TPUv4", num_gpus=64, gpus_per_node=4, topology={"kind": "torus_3d"}

@@ -30,10 +30,14 @@ def _load(tmp_path, reliability_patch, **top):
             "'reliability.failures.0.rate_per_device_hour'",
             "(got -1e-06)",
         ),
-        ({"checkpoint": {"kind": "sync", "interval_s": 0}}, "interval_s' must be > 0", "(got 0)"),
+        (
+            {"checkpoint": {"kind": "sync", "interval_s": 0}},
+            "interval_s' must be a number of seconds in 1..1e7",
+            "(got 0)",
+        ),
         (
             {"checkpoint": {"kind": "sync", "interval_s": -60}},
-            "interval_s' must be > 0",
+            "interval_s' must be a number of seconds in 1..1e7",
             "(got -60)",
         ),
         ({"failure_preset": "rsc-3"}, "'reliability.failure_preset'", "'rsc-1'"),

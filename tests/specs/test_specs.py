@@ -110,7 +110,7 @@ def test_missing_file_and_malformed_yaml(tmp_path: Path):
         load_experiment(tmp_path / "nope.yaml")
     bad = tmp_path / "bad.yaml"
     bad.write_text("model: {num_layers: 2\nparallel: [\n")
-    with pytest.raises(SpecError, match="not valid YAML at line"):
+    with pytest.raises(SpecError, match=r"must be valid YAML \(got .* at line 2"):
         load_experiment(bad)
 
 

@@ -23,7 +23,7 @@ def test_intra_node_route_uses_the_nvswitch_only():
 
 
 def test_route_is_a_connected_path_from_src_to_dst():
-    topo = topo_of("fat_tree", num_gpus=8 * 64, switch_radix=8)
+    topo = topo_of("fat_tree", num_gpus=8 * 64, switch_radix=16)
     rng = np.random.default_rng(0)
     src = rng.integers(0, topo.num_devices, 200)
     dst = rng.integers(0, topo.num_devices, 200)
@@ -42,7 +42,7 @@ def test_same_leaf_flow_does_not_climb_to_spines():
 
 
 def test_ecmp_is_deterministic_and_spreads_over_spines():
-    topo = topo_of("fat_tree", num_gpus=8 * 64, switch_radix=8)
+    topo = topo_of("fat_tree", num_gpus=8 * 64, switch_radix=16)
     src = np.arange(0, 256)
     dst = src + 256
     first, second = topo.routes(src, dst), topo.routes(src, dst)

@@ -51,10 +51,16 @@ def test_mi300x_node_is_a_full_mesh():
 
 
 def test_three_tier_when_leaves_do_not_fit_one_pod():
-    topo = build_topology(cluster(num_gpus=8 * 64, topology={"switch_radix": 8}))
+    topo = build_topology(cluster(num_gpus=8 * 64, topology={"switch_radix": 16}))
     counts = topo.count_nodes()
     assert topo.details["tiers"] == "3"
-    assert counts["leaf"] == 128 and "core" in counts
+    assert counts["leaf"] == 64 and "core" in counts
+
+
+def test_switches_too_small_for_the_cluster_are_an_error():
+    # radix 4 holds 4**3/4 = 16 NICs in three tiers; 512 need 128 pods of 4 ports
+    with pytest.raises(SpecError, match="switch_radix'=4 must be at least the 128 pods"):
+        build_topology(cluster(num_gpus=8 * 64, topology={"switch_radix": 4}))
 
 
 def test_two_tiers_forced_on_too_many_leaves_is_an_error():

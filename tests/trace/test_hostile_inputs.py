@@ -16,7 +16,7 @@ pb = pytest.importorskip(
 )
 
 
-def replay(capsys, directory: Path):
+def replay(capsys, directory: Path, *extra: str):
     """``simtrain replay DIRECTORY`` on an H100 SuperPOD: (exit code, stdout, stderr)."""
     return cli(
         capsys,
@@ -26,6 +26,7 @@ def replay(capsys, directory: Path):
         "dgx-h100-superpod",
         "--accelerator",
         "H100-SXM",
+        *extra,
     )
 
 
@@ -197,11 +198,10 @@ def test_broken_trace_gives_one_line_error(case, tmp_path, capsys):
     assert fragment in err
 
 
-def test_node_count_limit(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr("simtrain.traceio.chakra.MAX_NODES_PER_RANK", 10)
+def test_node_count_limit(tmp_path, capsys):
     directory = write(tmp_path / "many", {"t.0.et": et_bytes([node(i) for i in range(11)])})
-    code, _, err = replay(capsys, directory)
-    assert code == 2 and "t.0.et: the number of nodes must be at most 10 (got 11)" in err
+    code, _, err = replay(capsys, directory, "--max-trace-nodes", "10")
+    assert code == 2 and "t.0.et: the number of nodes must be at most 10 (got 11; raise it" in err
 
 
 def test_file_size_limit(tmp_path, capsys, monkeypatch):
