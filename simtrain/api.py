@@ -48,7 +48,8 @@ def compute_model_for(spec: ExperimentSpec) -> RooflineComputeModel:
     """The compute model of the experiment's accelerator, dtype, attention kernel and mode.
 
     Its constants are the catalog's calibration of the part, or the file that
-    ``cluster.calibration`` names.
+    ``cluster.calibration`` names. The engine and the analytical estimator
+    (:mod:`simtrain.estimator`) both time compute through this one model.
     """
     training = spec.training
     accelerator = get_accelerator(spec.cluster.accelerator)

@@ -60,14 +60,15 @@ def corpus(repo: Path, jobs: int, out: str) -> None:
         )
 
 
-def shipped() -> None:
+def shipped(with_sweeps: bool) -> None:
     commands: list[list[str]] = []
     for path in sorted((ROOT / "experiments").rglob("*.yaml")):
         rel = str(path.relative_to(ROOT))
         if path.name.startswith("_"):
             continue
         if "sweeps" in path.parts:
-            commands.append(["sweep", rel, "--workers", "1", "--store", "{tmp}/s.sqlite"])
+            if with_sweeps:  # the shipped sweep simulates hundreds of configurations
+                commands.append(["sweep", rel, "--store", "{tmp}/s.sqlite"])
         elif "reliability" in path.parts:
             commands.append(["reliability", rel, "--runs", "5"])
         else:
@@ -103,9 +104,12 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2, help="child processes (default 2)")
     parser.add_argument("--json", default="", help="write every case's result here")
     parser.add_argument("--shipped", action="store_true", help="run the shipped inputs instead")
+    parser.add_argument(
+        "--with-sweeps", action="store_true", help="with --shipped: run the sweeps too (long)"
+    )
     args = parser.parse_args()
     if args.shipped:
-        shipped()
+        shipped(args.with_sweeps)
     else:
         corpus(Path(args.repo).resolve(), args.jobs, args.json)
 
