@@ -38,16 +38,16 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from vendor_splits import SPLITS  # noqa: E402
+from vendor_splits import SPLITS
 
-from simtrain.api import load_experiment, network_model_for  # noqa: E402
-from simtrain.catalog import get_accelerator  # noqa: E402
-from simtrain.compute import RooflineComputeModel, calibration_for  # noqa: E402
-from simtrain.compute.fitting import nelder_mead  # noqa: E402
-from simtrain.engine import run_program  # noqa: E402
-from simtrain.metrics.flops import step_flops  # noqa: E402
-from simtrain.parallel.builder import build_program  # noqa: E402
-from simtrain.specs.calibration import ComputeCalibration, HostCalibration  # noqa: E402
+from simtrain.api import load_experiment, network_model_for
+from simtrain.catalog import get_accelerator
+from simtrain.compute import RooflineComputeModel, calibration_for
+from simtrain.compute.fitting import nelder_mead
+from simtrain.engine import run_program
+from simtrain.metrics.flops import step_flops
+from simtrain.parallel.builder import build_program
+from simtrain.specs.calibration import ComputeCalibration, HostCalibration
 
 SUITES = Path(__file__).resolve().parents[1] / "validation"
 MI250X_MAMF_FRACTION = 147.0 / 191.5
@@ -202,25 +202,28 @@ def start(suite: str, accelerator: str) -> ComputeCalibration:
         return base.model_copy(update={"gemm": base.gemm.model_copy(update={"ceiling": ceiling})})
     # TPU: the matrix units are 128 x 128 systolic arrays (one tile shape) and ICI
     # collectives run on the chip's DMA engines, not on the matrix units (tpu.md §1).
-    gemm = base.gemm.model_copy(update={"tile_shapes": [(128, 128)], "tile_reuse_penalty": 0.0})
+    gemm = base.gemm.model_copy(update={"tile_shapes": ((128, 128),), "tile_reuse_penalty": 0.0})
     return base.model_copy(update={"gemm": gemm, "collective_sms": 0})
 
 
 def report(runs: list[Run], cals: dict[str, ComputeCalibration]) -> None:
-    """Per-row errors and MAPE / max per row set."""
-    errors: dict[str, list[float]] = {"fit": [], "held_out": []}
+    """Per-row errors, then MAPE / max per row set, per accelerator and over the suite."""
+    errors: dict[tuple[str, str], list[float]] = {}
     for r in runs:
-        cal = cals[r.spec.cluster.accelerator]
-        sim = r.simulate(cal)
+        acc = r.spec.cluster.accelerator
+        sim = r.simulate(cals[acc])
         err = r.measured_s / sim - 1  # throughput error: simulated / measured - 1
-        errors[r.row_set].append(err)
+        for key in ((acc, r.row_set), ("suite", r.row_set)):
+            errors.setdefault(key, []).append(err)
         print(
             f"  {r.row_set:8} {r.name:24} sim {sim:9.3f} s  meas {r.measured_s:9.3f} s  "
             f"throughput {err:+.1%}"
         )
-    for side, errs in errors.items():
+    for (who, side), errs in sorted(errors.items(), key=lambda kv: kv[0][0] == "suite"):
+        if who != "suite" and len(cals) == 1:
+            continue
         a = np.abs(errs)
-        print(f"  {side}: {len(errs)} rows, MAPE {a.mean():.1%}, max {a.max():.1%}")
+        print(f"  {who} {side}: {len(errs)} rows, MAPE {a.mean():.1%}, max {a.max():.1%}")
 
 
 def main() -> None:
