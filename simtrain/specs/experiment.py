@@ -179,11 +179,6 @@ class ExperimentSpec(Spec):
                 f"cluster.topology.torus_shape={what} must hold cluster.num_gpus={c.num_gpus} "
                 f"chips (it holds {chips})"
             )
-        if c.num_gpus > c.gpus_per_node and c.num_gpus % c.gpus_per_node:
-            problems.append(
-                f"cluster.num_gpus={c.num_gpus} must be a multiple of "
-                f"cluster.gpus_per_node={c.gpus_per_node} when it spans nodes"
-            )
         problems += framework_problems(self)
         if problems:
             raise ValueError("; ".join(problems))
