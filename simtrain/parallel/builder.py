@@ -20,13 +20,14 @@ asynchronous tensor-parallel communication in the backward).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from simtrain.catalog.frameworks import get_framework
 from simtrain.parallel.layout import RankLayout
+from simtrain.parallel.overlap import paired_steps, step_actions, tp_overlapped
 from simtrain.parallel.program import Program, Task
-from simtrain.parallel.schedules import get_schedule, split_backwards, stage_rank
+from simtrain.parallel.schedules import Action, split_backwards, stage_rank
 from simtrain.parallel.segments import SegmentPlan, segment_ops
 from simtrain.parallel.sharding import with_param_gathers
 from simtrain.parallel.stages import chunk_layers, recomputed_layers
@@ -134,12 +135,29 @@ class _RankBuilder:
 
     def emit(self, plan: SegmentPlan, label: str, stage: int, microbatch: int) -> dict[int, int]:
         """Append a segment plan as tasks; return the last compute task of each layer."""
+        blocks = self.emit_blocks(plan, label, stage, microbatch)
+        while True:
+            try:
+                next(blocks)
+            except StopIteration as done:
+                return done.value
+
+    def emit_blocks(
+        self, plan: SegmentPlan, label: str, stage: int, microbatch: int
+    ) -> Generator[None, None, dict[int, int]]:
+        """:meth:`emit`, pausing before each compute task that waits for a collective.
+
+        The pauses are where another microbatch's work can fill the gap (two-microbatch
+        overlap). Returns the last compute task of each layer.
+        """
         last_of_layer: dict[int, int] = {}
         issued: dict[int, int] = {}  # segment position -> task index of its collective
         for position, seg in enumerate(plan.segments):
             if seg.is_comm:
                 issued[position] = self.comm(seg.ops[0], label, microbatch)
                 continue
+            if seg.waits_for:
+                yield
             phase = seg.ops[0].phase
             category = {"recompute": "recompute", "optimizer": "optimizer"}.get(phase, "compute")
             index = self.add(
@@ -159,6 +177,14 @@ class _RankBuilder:
             self.last_compute, self.waiting = index, []
         self.deferred += [issued[w] for w in plan.trailing]
         return last_of_layer
+
+    def state(self) -> tuple[list[Dep], list[int], int | None]:
+        """What the next compute task of the current flow waits for (to switch flows)."""
+        return self.waiting, self.deferred, self.last_compute
+
+    def resume(self, state: tuple[list[Dep], list[int], int | None]) -> None:
+        """Continue a flow whose :meth:`state` was saved."""
+        self.waiting, self.deferred, self.last_compute = state
 
     def settle(self) -> list[Dep]:
         """End of an action: return everything its successors must wait for."""
@@ -229,6 +255,9 @@ def _chunk_ops(
         embedding = (
             (0 if shared else model.vocab_size // shard.tp) + positions
         ) * model.hidden_size
+    tp_mode = spec.parallel.tp_comm_overlap or "wgrad"
+    forward = tp_overlapped(forward, tp_mode, shard.tp, model.num_layers)
+    backward = tp_overlapped(backward, tp_mode, shard.tp, model.num_layers)
     backward_input = [op for op in backward if op.phase != "bwd_weight"]
     weight = tuple(op for op in backward if op.phase == "bwd_weight")
     tensors = _layer_weight_tensors(backward)
@@ -242,8 +271,9 @@ def _chunk_ops(
         forward = gathered_forward = with_param_gathers(forward, tensors, SHARD_AXIS, behaviour)
         backward = with_param_gathers(backward, tensors, SHARD_AXIS, behaviour)
         backward_input = with_param_gathers(backward_input, tensors, SHARD_AXIS, behaviour)
-    elif sharded and stage == 2 and behaviour.zero2_param_gather == "forward":
-        # FSDP SHARD_GRAD_OP: gathered unit by unit in the step's first forward, then kept.
+    elif sharded and stage in (1, 2) and gathers_in_forward(spec):
+        # FSDP SHARD_GRAD_OP, or ZeRO-1/2 with the gather overlapped with the forward:
+        # gathered unit by unit in the step's first forward, then kept.
         gathered_forward = with_param_gathers(forward, tensors, SHARD_AXIS, behaviour)
     return _ChunkOps(
         forward=tuple(forward),
@@ -254,6 +284,20 @@ def _chunk_ops(
         layer_elements={layer: sum(sizes) for layer, sizes in tensors.items()},
         fp8_elements=sum(op.m * op.n * op.batch for op in weight if op.dtype in FP8_DTYPES),
     )
+
+
+def gathers_in_forward(spec: ExperimentSpec) -> bool:
+    """Whether ZeRO-1/2 gathers updated parameters layer by layer in the next forward.
+
+    FSDP's SHARD_GRAD_OP always does; Megatron's distributed optimizer does under
+    ``--overlap-param-gather`` (``parallel.overlap_param_gather``); otherwise the gather
+    follows the optimizer step.
+    """
+    stage = effective_zero_stage(spec)
+    behaviour = get_framework(spec.training.framework).sharding
+    if stage == 2 and behaviour.zero2_param_gather == "forward":
+        return True
+    return stage in (1, 2) and bool(spec.parallel.overlap_param_gather)
 
 
 def make_layout(spec: ExperimentSpec) -> RankLayout:
@@ -295,8 +339,7 @@ class _StepAssembler:
             for c, layers in enumerate(chunk_layers(model.num_layers, self.num_chunks))
         ]
         self.schedule_name = p.pipeline_schedule if p.pp > 1 else "1f1b"
-        schedule = get_schedule(self.schedule_name)
-        self.actions_by_stage = schedule(p.pp, p.num_microbatches, p.vpp)
+        self.actions_by_stage = step_actions(p)
         world = self.layout.world_size
         ranks = (
             list(range(world))
@@ -360,7 +403,7 @@ class _StepAssembler:
         )
         peer = rb.group("pp")[peer_stage]  # the pp group is ordered by stage
         op = self.p2p_op
-        self.p2p[key] = rb.add(
+        send = self.p2p[key] = rb.add(
             Task(
                 rb.rank,
                 "pp_comm",
@@ -373,6 +416,8 @@ class _StepAssembler:
             ),
             after,
         )
+        if not self.p.overlap_p2p_comm:  # a blocking send: the sender's compute waits
+            rb.waiting.append(send)
 
     def _build_rank(self, rank: int) -> None:
         p = self.p
@@ -400,7 +445,6 @@ class _StepAssembler:
         # FSDP and DeepSpeed reduce sharded gradients after every microbatch's backward.
         every_mb = self.zero_stage >= 2 and sharding.reduce_every_microbatch
         first_forward: dict[int, int] = {}  # chunk -> microbatch of its first forward
-        local_elements = fp8_elements = 0
         # A stage's gradients are complete after the last action on this rank that computes
         # its weight gradients (a W, or a B that is not split); DualPipe holds two stages.
         last_grad_action = {
@@ -412,17 +456,22 @@ class _StepAssembler:
         # Transfers are keyed by pipeline (its first rank) so that, in full mode, a stage
         # waits for the send of its own pipeline replica.
         pipeline = rb.group("pp")[0]
-        for position, action in enumerate(actions):
+        position_of = {action: i for i, action in enumerate(actions)}
+        totals = {"elements": 0, "fp8": 0}
+
+        def run(action: Action) -> Iterator[None]:
+            """Emit one action; pauses where a paired action may fill a wait."""
             chunk, mb, label = action.stage, action.microbatch, str(action)
+            position = position_of[action]
             if action.kind == "F":
                 if chunk > 0:
                     rb.waiting.append(f"{pipeline}:F{chunk - 1}:{mb}")
                 body = "first_forward" if first_forward.setdefault(chunk, mb) == mb else "forward"
-                rb.emit(self._segments(chunk, body, False), label, chunk, mb)
+                yield from rb.emit_blocks(self._segments(chunk, body, False), label, chunk, mb)
                 tail = rb.settle()
                 if chunk < self.num_chunks - 1:
                     self._send(rb, f"{pipeline}:F{chunk}:{mb}", chunk + 1, label, chunk, mb, tail)
-                continue
+                return
             if action.kind == "B" and chunk < self.num_chunks - 1:
                 rb.waiting.append(f"{pipeline}:B{chunk + 1}:{mb}")
             split_w = (chunk, mb) in split
@@ -431,20 +480,25 @@ class _StepAssembler:
             computes_grads = action.kind == "W" or not split_w
             reduces = owns_grads or (every_mb and computes_grads)
             segments = self._segments(chunk, body, reduces and hooks)
-            last_of_layer = rb.emit(segments, label, chunk, mb)
+            last_of_layer = yield from rb.emit_blocks(segments, label, chunk, mb)
             rb.settle()
             if action.kind == "B" and chunk > 0:
                 after = [rb.last_compute] if rb.last_compute is not None else []
                 self._send(rb, f"{pipeline}:B{chunk}:{mb}", chunk - 1, label, chunk, mb, after)
             if owns_grads:
-                local_elements += self.chunks[chunk].weight_elements
-                fp8_elements += self.chunks[chunk].fp8_elements
+                totals["elements"] += self.chunks[chunk].weight_elements
+                totals["fp8"] += self.chunks[chunk].fp8_elements
             if reduces:
                 per_layer = self.chunks[chunk].layer_elements
                 for layer, task in last_of_layer.items():
                     grads.add(per_layer.get(layer, 0) * self.grad_bytes, task, overlap=hooks)
                 if every_mb:
                     grads.flush(rb.last_compute)
+
+        steps = paired_steps(actions) if p.overlap_ep_comm else [(a,) for a in actions]
+        for step in steps:
+            _interleave(rb, [run(action) for action in step])
+        local_elements, fp8_elements = totals["elements"], totals["fp8"]
         grads.flush(rb.last_compute)
         shard_factor = len(grads.shard) if self.zero_stage >= 1 else 1
         rb.waiting += grads.tasks
@@ -456,11 +510,43 @@ class _StepAssembler:
         rb.emit(segment_ops(step, False), "optimizer", -1, -1)
         # ZeRO-3 gathers parameters layer by layer instead, and so does ZeRO-2 under FSDP
         # (in the next step's first forward).
-        gathers_after = self.zero_stage == 1 or (
-            self.zero_stage == 2 and sharding.zero2_param_gather == "after_optimizer"
-        )
-        if gathers_after:
+        if self.zero_stage in (1, 2) and not gathers_in_forward(self.spec):
             grads.all_gather_params(local_elements * ACT_BYTES, rb.last_compute)
+
+
+def _interleave(rb: _RankBuilder, flows: list[Iterator[None]]) -> None:
+    """Emit one action, or two actions interleaved (two-microbatch overlap).
+
+    Each flow runs until it must wait for one of its collectives, then the other flow's
+    next compute fills the wait (DualPipe's overlapped forward-backward chunks). Each flow
+    keeps its own dependencies; afterwards the rank waits for what either left in flight.
+    """
+    if len(flows) == 1:
+        for _ in flows[0]:
+            pass
+        return
+    waiting, _, last = rb.state()
+    states = [rb.state(), (list(waiting), [], last)]
+    live = [True] * len(flows)
+    current = 0
+    while any(live):
+        try:
+            next(flows[current])
+        except StopIteration:
+            live[current] = False
+        states[current] = rb.state()
+        other = 1 - current
+        if live[other]:
+            current = other
+            rb.resume(states[current])
+    lasts = [state[2] for state in states if state[2] is not None]
+    rb.resume(
+        (
+            states[0][0] + states[1][0],
+            states[0][1] + states[1][1],
+            max(lasts) if lasts else None,
+        )
+    )
 
 
 @dataclass

@@ -88,6 +88,24 @@ class ParallelSpec(Spec):
     """Under hybrid sharding, overlap the all-reduce of gradient shards across shard groups
     with the backward (false: the next layer's backward waits for it); default from the
     framework profile (``overlaps.replica_grad_reduce``)."""
+    overlap_param_gather: bool | None = None
+    """ZeRO-1/2: all-gather the updated parameters layer by layer ahead of the next step's
+    forward, each layer waiting for its own (Megatron's --overlap-param-gather), instead of
+    after the optimizer step; default from the framework profile (``overlaps.dp_param_gather``)."""
+    tp_comm_overlap: Literal["none", "wgrad", "gemm"] | None = None
+    """Tensor-parallel communication: none (exposed), wgrad (the input-gradient reduction under
+    the weight-gradient GEMM) or gemm (also every sequence-parallel all-gather/reduce-scatter
+    pipelined in tp chunks with its GEMM, TransformerEngine userbuffers); default from the
+    framework profile (``overlaps.tp_comm``)."""
+    overlap_ep_comm: bool | None = None
+    """Two-microbatch overlap: a forward and a backward of different microbatches run
+    interleaved, so that the expert all-to-alls of one hide behind the other's compute
+    (DualPipe's forward-backward chunks, Megatron-Core's combined 1F1B); default from the
+    framework profile (``overlaps.ep_dispatch``), and on under DualPipe."""
+    overlap_p2p_comm: bool | None = None
+    """Pipeline sends run asynchronously (true) or the sender's next compute waits for its
+    send (false, Megatron's blocking send/receive); default from the framework profile
+    (``overlaps.pp_p2p``)."""
     grad_bucket_size_bytes: int | None = bounded(
         None, gt=0, le=8_000_000_000, why="50x Megatron-Core's 160 MB bucket"
     )
