@@ -36,6 +36,20 @@ PriceOption = Annotated[
         "--usd-per-gpu-hour", min=0, help="Price for the $ columns (default: catalog preset)."
     ),
 ]
+ExhaustiveOption = Annotated[
+    bool,
+    typer.Option(
+        "--exhaustive", help="Simulate every feasible configuration (no analytical pre-pass)."
+    ),
+]
+SimulateTopOption = Annotated[
+    int | None,
+    typer.Option(
+        "--simulate-top",
+        min=1,
+        help="Configurations to simulate after the analytical estimate (the best by it).",
+    ),
+]
 JSON_ROW_KEYS: tuple[str, ...] = ("step_time_s", "mfu", "fits", "status")
 """Keys of each ``simtrain sweep --json`` row after the swept fields (issue 8)."""
 
@@ -135,19 +149,21 @@ def top_table(result: Any, k: int) -> Table:
 
 
 def counts_line(result: Any) -> str:
-    """Configurations by verdict, how many were checked now or found in the store, the store.
+    """Configurations enumerated, pruned, estimated and simulated; the store; wall time.
 
     Pruned configurations are never simulated: invalid degrees and constraints are judged
-    while enumerating, out-of-memory by the analytical estimate in a worker. So "checked in
-    this run" (memory estimate, then a simulation if it fits) can exceed "simulated".
+    while enumerating, out-of-memory by the analytical memory estimate. The others are timed
+    by the analytical estimator, and the best of them simulated (all with --exhaustive).
     """
     c = result.counts
     pruned = c["invalid"] + c["constraint"] + c["oom"]
+    estimated = c["estimated"] + c["simulated"]
+    stage = f"{estimated:,} estimated analytically, " if c["estimated"] else ""
     return (
-        f"{c['total']:,} configurations: {c['ok']:,} simulated, {pruned:,} pruned without "
-        f"simulating ({c['invalid']:,} invalid, {c['constraint']:,} by constraints, "
-        f"{c['oom']:,} out of memory by the estimate), {c['error']:,} failed; "
-        f"{c['evaluated']:,} checked in this run, {c['from_store']:,} found in the store; "
+        f"{c['total']:,} configurations: {pruned:,} pruned without simulating "
+        f"({c['invalid']:,} invalid, {c['constraint']:,} by constraints, {c['oom']:,} out of "
+        f"memory by the estimate), {stage}{c['ok']:,} simulated, {c['error']:,} failed; "
+        f"{c['evaluated']:,} simulated in this run, {c['from_store']:,} found in the store; "
         f"{result.wall_time_s:.1f} s\nstore: {result.store_path}"
     )
 
@@ -213,6 +229,8 @@ def sweep(
         int | None, typer.Option("--top", min=1, help="Rows of the ranked table (default: top_k).")
     ] = None,
     usd_per_gpu_hour: PriceOption = None,
+    exhaustive: ExhaustiveOption = False,
+    simulate_top: SimulateTopOption = None,
     as_json: JsonOption = False,
     max_configs: Annotated[
         int,
@@ -222,13 +240,17 @@ def sweep(
         ),
     ] = MAX_CONFIGS,
 ) -> None:
-    """Simulate every feasible configuration of SWEEP_FILE and rank them.
+    """Estimate every feasible configuration of SWEEP_FILE, simulate the best, rank them.
 
-    Results are stored as each configuration finishes; after a Ctrl-C or a crash, rerun with
-    --resume to continue. Example:
+    Every configuration that passes the spec's rules, the constraints and the memory check
+    is timed by the analytical estimator (which agrees with the simulator); the best by the
+    estimate are simulated (--simulate-top, default the sweep's top_k, at least 8), or all
+    with --exhaustive. Simulated results are stored as each finishes; after a Ctrl-C or a
+    crash, rerun with --resume to continue. Example:
     simtrain sweep experiments/sweeps/llama3-70b-1024.yaml --out out/70b.csv
     (writes out/70b.csv, the store out/70b.sqlite and the plot out/70b-pareto.png)
     """
+    from simtrain.report.progress import stderr_is_terminal
     from simtrain.specs.sweep import load_sweep
     from simtrain.sweep import run_sweep
     from simtrain.sweep.pareto import plot_pareto
@@ -256,13 +278,15 @@ def sweep(
             address=address,
             resume=resume,
             overwrite=overwrite,
-            progress=not as_json and console.is_terminal,
+            progress=stderr_is_terminal(),
             usd_per_gpu_hour=usd_per_gpu_hour,
+            exhaustive=exhaustive,
+            simulate_top=simulate_top,
             max_configs=max_configs,
         )
     except KeyboardInterrupt:
         raise fail(
-            f"interrupted; finished configurations are saved in {store_path} "
+            f"interrupted; finished simulations are saved in {store_path} "
             "(rerun with --resume to continue)",
             130,
         ) from None
@@ -309,25 +333,48 @@ def _plan_json(option: Any) -> dict[str, Any] | None:
     return {**{k: full[k] for k in PLAN_JSON_KEYS}, **full}
 
 
+def _schedule(p: dict[str, Any]) -> str:
+    """Short schedule name: 1f1b, i2 (interleaved, 2 virtual stages), zb-h1, dualpipe."""
+    if p["pp"] == 1:
+        return "-"
+    return f"i{p['vpp']}" if p["pipeline_schedule"] == "interleaved" else p["pipeline_schedule"]
+
+
 def plan_table(result: Any) -> Table:
     """Every cluster size tried with its best layout and whole-run figures."""
     from rich.table import Table
 
+    from simtrain.sweep.planner import format_days, format_usd
+
     table = Table(title="plans: best layout of each cluster size")
-    for name in ["GPUs", "tp", "pp", "vpp", "dp", "recompute", "batch", "MFU", "goodput",
-                 "days", "$M", "pick"]:  # fmt: skip
+    for name in ["GPUs", "tp", "pp", "sched", "cp", "dp", "zero", "mbs", "recomp", "MFU",
+                 "goodput", "days", "cost", "pick"]:  # fmt: skip
         table.add_column(name, justify="right")
     for o in result.options:
         p = o.parallel
         picks = [n for n, pick in (("cheapest", result.cheapest), ("fastest", result.fastest))
                  if pick is o]  # fmt: skip
         table.add_row(
-            f"{o.num_gpus:,}", str(p["tp"]), str(p["pp"]), str(p["vpp"]), str(p["dp"]),
-            p["recompute"], f"{p['global_batch_size']:,}", f"{o.mfu:.1%}", f"{o.goodput:.1%}",
-            f"{o.days:.1f}" + ("" if o.meets_deadline else " (late)"),
-            "-" if o.cost_usd is None else f"{o.cost_usd / 1e6:,.1f}", ", ".join(picks),
+            f"{o.num_gpus:,}", str(p["tp"]), str(p["pp"]), _schedule(p), str(p["cp"]),
+            str(p["dp"]), str(p["zero_stage"]), str(p["micro_batch_size"]), p["recompute"],
+            f"{o.mfu:.1%}" + ("" if o.simulated else "*"), f"{o.goodput:.1%}",
+            format_days(o.days) + ("" if o.meets_deadline else " (late)"),
+            format_usd(o.cost_usd), ", ".join(picks),
         )  # fmt: skip
     return table
+
+
+def plan_counts_line(result: Any) -> str:
+    """One line: layouts enumerated, pruned, estimated and simulated; wall time."""
+    c = result.counts
+    return (
+        f"searched {c['enumerated']:,} layouts on {len(result.inputs['sizes'])} cluster "
+        f"size{'s' if len(result.inputs['sizes']) > 1 else ''}: "
+        f"{c['invalid']:,} invalid, {c['estimated']:,} estimated analytically, "
+        f"{c['memory_checked']:,} checked for memory ({c['oom']:,} out of memory), "
+        f"{c['simulated']:,} simulated ({c['from_store']:,} from the store); "
+        f"{result.wall_time_s:.1f} s"
+    )
 
 
 @app.command()
@@ -359,19 +406,41 @@ def plan(
     workers: WorkersOption = None,
     store: Annotated[
         str | None,
-        typer.Option("--store", help="SQLite store of the layouts (emptied unless --resume)."),
+        typer.Option(
+            "--store", help="SQLite store of the simulated layouts (emptied unless --resume)."
+        ),
     ] = None,
     resume: Annotated[
-        bool, typer.Option("--resume", help="Reuse the layouts the store already holds.")
+        bool, typer.Option("--resume", help="Reuse the simulations the store already holds.")
     ] = False,
+    spares: Annotated[
+        str,
+        typer.Option(
+            "--spares",
+            help="Hot spare nodes held and billed: a count (4), a percentage of the job's "
+            "nodes (2%), or auto: enough that a failed node finds one 99.9% of the time.",
+        ),
+    ] = "auto",
+    exhaustive: ExhaustiveOption = False,
+    simulate_top: Annotated[
+        int,
+        typer.Option(
+            "--simulate-top",
+            min=1,
+            help="Layouts simulated per cluster size: the best by the analytical estimate.",
+        ),
+    ] = 2,
     as_json: JsonOption = False,
 ) -> None:
     """Find the cheapest cluster and layout that trains MODEL on TOKENS within the deadline.
 
-    Also shows the fastest plan within the budget and the other sizes as alternatives.
-    Example: simtrain plan --model llama3-405b --tokens 15.6e12 --deadline-days 60
+    Every layout (tp, pp and schedule, cp, ep, ZeRO/FSDP, micro-batch, recompute) of each
+    cluster size is timed by the analytical estimator; the best that fit in memory are
+    simulated. Also shows the fastest plan within the budget and the other sizes. Example:
+    simtrain plan --model llama3-405b --tokens 15.6e12 --deadline-days 60
     --accelerator H100-SXM
     """
+    from simtrain.report.progress import progress, stderr_is_terminal
     from simtrain.sweep.planner import plan as make_plan
 
     number(tokens, "--tokens", 0, 1e16, "600x the largest published run", above=True)
@@ -383,29 +452,33 @@ def plan(
     if store is not None:
         store = store_file(store, "--store")
     try:
-        result = make_plan(
-            model,
-            tokens,
-            deadline_days,
-            accelerator,
-            budget_usd=budget_usd,
-            max_gpus=max_gpus,
-            topology=topology,
-            usd_per_gpu_hour=usd_per_gpu_hour,
-            batch_tokens=batch_tokens,
-            failure_preset=None if no_failures else "llama3-405b",
-            executor=executor,
-            num_workers=workers,
-            address=address,
-            store=str(store) if store is not None else ":memory:",
-            resume=resume,
-            progress=not as_json and console.is_terminal,
-        )
+        with progress(stderr_is_terminal()) as display:
+            result = make_plan(
+                model,
+                tokens,
+                deadline_days,
+                accelerator,
+                budget_usd=budget_usd,
+                max_gpus=max_gpus,
+                topology=topology,
+                usd_per_gpu_hour=usd_per_gpu_hour,
+                batch_tokens=batch_tokens,
+                failure_preset=None if no_failures else "llama3-405b",
+                executor=executor,
+                num_workers=workers,
+                address=address,
+                store=str(store) if store is not None else ":memory:",
+                resume=resume,
+                progress=display,
+                spares=spares,
+                exhaustive=exhaustive,
+                simulate_top=simulate_top,
+            )
     except KeyboardInterrupt:
         hint = f" (rerun with --store {store} --resume to continue)" if store else ""
         raise fail(f"interrupted{hint}", 130) from None
     if not result.options:
-        raise fail("no layout fits in memory at any cluster size tried (see --max-gpus)", 1)
+        raise fail(result.advice, 1)
     chosen = result.cheapest or result.fastest
     if as_json:
         out = _plan_json(chosen) or {}
@@ -413,19 +486,39 @@ def plan(
             fastest_within_budget=_plan_json(result.fastest),
             alternatives=[_plan_json(o) for o in result.alternatives],
             usd_per_gpu_hour=result.usd_per_gpu_hour,
+            search={
+                **result.counts,
+                "wall_time_s": result.wall_time_s,
+                "stage_wall_s": result.stage_wall_s,
+            },
+            advice=result.advice,
         )
         typer.echo(json.dumps(out, indent=1))
     else:
+        from simtrain.sweep.planner import format_days, format_usd
+
+        console.print(plan_counts_line(result), markup=False, highlight=False)
         show(plan_table(result))
+        if not all(o.simulated for o in result.options):
+            console.print(
+                "* estimated analytically; the picks are simulated (--exhaustive simulates "
+                "every size)",
+                markup=False,
+                highlight=False,
+            )
         for label, o in (("cheapest meeting the deadline", result.cheapest),
                          ("fastest within the budget", result.fastest)):  # fmt: skip
             if o is not None:
-                cost = "no price" if o.cost_usd is None else f"${o.cost_usd / 1e6:,.1f}M"
+                p = o.parallel
                 console.print(
-                    f"{label}: {o.num_gpus:,} GPUs, tp={o.parallel['tp']} pp={o.parallel['pp']} "
-                    f"vpp={o.parallel['vpp']} dp={o.parallel['dp']}, {o.days:.1f} days, {cost}",
+                    f"{label}: {o.num_gpus:,} GPUs, tp={p['tp']} pp={p['pp']} vpp={p['vpp']} "
+                    f"cp={p['cp']} dp={p['dp']} zero={p['zero_stage']} "
+                    f"mbs={p['micro_batch_size']} recompute={p['recompute']}, "
+                    f"{format_days(o.days)} days, {format_usd(o.cost_usd)} "
+                    f"({o.spare_nodes} spare nodes)",
                     markup=False,
                 )
     if result.cheapest is None:
         within = " within the budget" if budget_usd is not None else ""
-        raise fail(f"no plan meets the {deadline_days:g}-day deadline{within}", 1)
+        reason = f": {result.advice}" if result.advice else ""
+        raise fail(f"no plan meets the {deadline_days:g}-day deadline{within}{reason}", 1)

@@ -197,7 +197,7 @@ class _RankBuilder:
 
 
 @dataclass(frozen=True)
-class _ChunkOps:
+class ChunkOps:
     """Ops of one model chunk for one microbatch, per action kind."""
 
     forward: tuple[Op, ...]
@@ -220,9 +220,14 @@ def _recomputed(ops: Sequence[Op]) -> tuple[Op, ...]:
     return tuple(replace(op, phase="recompute") for op in ops)
 
 
-def _chunk_ops(
+def chunk_ops(
     spec: ExperimentSpec, shard: Shard, layers: range, first: bool, last: bool
-) -> _ChunkOps:
+) -> ChunkOps:
+    """Ops of one model chunk (``layers``; ``first``/``last``: it holds the embedding/head).
+
+    The builder cuts these into every action's tasks; the analytical estimator
+    (:mod:`simtrain.estimator`) times the same ops.
+    """
     model, recompute = spec.model, spec.parallel.recompute
     forward: list[Op] = []
     backward: list[Op] = []
@@ -275,7 +280,7 @@ def _chunk_ops(
         # FSDP SHARD_GRAD_OP, or ZeRO-1/2 with the gather overlapped with the forward:
         # gathered unit by unit in the step's first forward, then kept.
         gathered_forward = with_param_gathers(forward, tensors, SHARD_AXIS, behaviour)
-    return _ChunkOps(
+    return ChunkOps(
         forward=tuple(forward),
         first_forward=tuple(gathered_forward),
         backward=tuple(backward),
@@ -300,6 +305,32 @@ def gathers_in_forward(spec: ExperimentSpec) -> bool:
     return stage in (1, 2) and bool(spec.parallel.overlap_param_gather)
 
 
+def make_shard(spec: ExperimentSpec) -> Shard:
+    """How one rank's share of every layer is cut under the experiment's parallel settings."""
+    p = spec.parallel
+    return Shard(
+        p.micro_batch_size,
+        p.tp,
+        p.sp,
+        p.cp,
+        p.ep,
+        spec.training.dtype,
+        spec.training.attention_kernel,
+        p.cp_algorithm,
+        spec.training.fp8_recipe or "delayed",  # the default recipe of dtype fp8
+    )
+
+
+def p2p_op(spec: ExperimentSpec) -> Op:
+    """The pipeline transfer of one microbatch's activations (or their gradients)."""
+    p, model = spec.parallel, spec.model
+    # Activations cross stages scattered over the TP group (Narayanan et al. §4.1) when the
+    # stack does so; otherwise every TP rank sends the whole tensor.
+    scatter = p.tp if get_framework(spec.training.framework).pipeline_scatter_gather else 1
+    size = p.micro_batch_size * model.seq_length // p.cp * model.hidden_size * ACT_BYTES // scatter
+    return Op(name="send_recv", kind="p2p", comm="send_recv", axis="pp", comm_bytes=size)
+
+
 def make_layout(spec: ExperimentSpec) -> RankLayout:
     """The rank layout of the experiment's parallel degrees and order."""
     return RankLayout.from_spec(spec.parallel)
@@ -322,20 +353,10 @@ class _StepAssembler:
         self.spec, self.p = spec, p
         self.layout = make_layout(spec)
         self.num_chunks = p.pp * p.vpp
-        shard = Shard(
-            p.micro_batch_size,
-            p.tp,
-            p.sp,
-            p.cp,
-            p.ep,
-            spec.training.dtype,
-            spec.training.attention_kernel,
-            p.cp_algorithm,
-            spec.training.fp8_recipe or "delayed",  # the default recipe of dtype fp8
-        )
+        shard = make_shard(spec)
         self.fp8_recipe = shard.recipe
         self.chunks = [
-            _chunk_ops(spec, shard, layers, c == 0, c == self.num_chunks - 1)
+            chunk_ops(spec, shard, layers, c == 0, c == self.num_chunks - 1)
             for c, layers in enumerate(chunk_layers(model.num_layers, self.num_chunks))
         ]
         self.schedule_name = p.pipeline_schedule if p.pp > 1 else "1f1b"
@@ -357,15 +378,7 @@ class _StepAssembler:
         self.p2p: dict[str, int] = {}
         self.profile = get_framework(spec.training.framework)
         self.zero_stage = effective_zero_stage(spec)
-        # Activations cross stages scattered over the TP group (Narayanan et al. §4.1) when
-        # the stack does so; otherwise every TP rank sends the whole tensor.
-        scatter = p.tp if self.profile.pipeline_scatter_gather else 1
-        self.p2p_bytes = (
-            p.micro_batch_size * model.seq_length // p.cp * model.hidden_size * ACT_BYTES // scatter
-        )
-        self.p2p_op = Op(
-            name="send_recv", kind="p2p", comm="send_recv", axis="pp", comm_bytes=self.p2p_bytes
-        )
+        self.p2p_op = p2p_op(spec)
         self.grad_bytes = GRAD_BYTES[spec.training.grad_reduce_dtype]
         self.dp_axis = "dp-cp" if p.cp > 1 else "dp"
 

@@ -6,8 +6,11 @@ enumeration stays lazy. The driver (:mod:`simtrain.sweep.run`) stores each resul
 arrives; executors hold no results.
 
 The local executor uses a ``spawn`` multiprocessing *context* created here, never a global
-start method. Workers ignore SIGINT, so a Ctrl-C reaches only the driver, which stops them;
-they exit by themselves if the driver is killed.
+start method. Workers ignore SIGINT from their first instruction (they are started while the
+driver ignores it, and an ignored signal stays ignored across ``exec``), so a Ctrl-C at the
+terminal, which signals the whole process group, reaches only the driver, which stops them;
+they exit by themselves if the driver is killed. The pool starts on the first task and lives
+until :meth:`LocalExecutor.close`, so one pool serves several maps (a planner's stages).
 A worker that dies (killed, out of host memory) breaks the pool: it is rebuilt and the
 configurations that were in flight rerun one at a time; one whose worker dies twice while it
 runs alone is recorded as an error.
@@ -65,6 +68,10 @@ def _init_worker(driver_pid: int) -> None:
     threading.Thread(target=watch, name="simtrain-driver-watch", daemon=True).start()
 
 
+def _started() -> None:
+    """A no-op task whose submission starts a worker."""
+
+
 def died_row(message: str = _WORKER_DIED) -> dict[str, Any]:
     """The row recorded for a configuration whose worker died."""
     return {"status": "error", "error": message}
@@ -78,12 +85,24 @@ class LocalExecutor:
         self._pool: ProcessPoolExecutor | None = None
 
     def _new_pool(self) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(
+        """A pool whose workers are all started now, with SIGINT ignored while they start."""
+        pool = ProcessPoolExecutor(
             max_workers=self.num_workers,
             mp_context=multiprocessing.get_context("spawn"),
             initializer=_init_worker,
             initargs=(os.getpid(),),
         )
+        main = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+        try:
+            # Each submit starts a worker while none is idle: start them all here, inside
+            # the window where they inherit the ignored SIGINT.
+            for _ in range(self.num_workers):
+                pool.submit(_started)
+        finally:
+            if main:
+                signal.signal(signal.SIGINT, previous)
+        return pool
 
     def map_unordered(self, task: Task, items: Iterable[Item]) -> Iterator[tuple[str, Any]]:
         """Run ``task`` over ``items`` in worker processes, yielding results as they finish.
@@ -97,7 +116,8 @@ class LocalExecutor:
         isolated: deque[Item] = deque()
         attempts: Counter[str] = Counter()
         pending: dict[Future[Any], tuple[Item, bool]] = {}  # future -> (item, ran alone)
-        self._pool = self._new_pool()
+        if self._pool is None:
+            self._pool = self._new_pool()
         try:
             while True:
                 if isolated:
@@ -132,8 +152,9 @@ class LocalExecutor:
                     isolated.extend(item for item, _ in pending.values())  # failed with it
                     pending.clear()
                     self._pool = self._new_pool()
-        finally:
+        except BaseException:  # a Ctrl-C or an error: stop the workers at once
             self.close()
+            raise
 
     def close(self) -> None:
         """Stop the workers at once (a Ctrl-C must not wait for running simulations)."""

@@ -1,50 +1,76 @@
 """Capacity planning: how many GPUs, which parallel layout, how many days and dollars.
 
-:func:`plan` turns "train model M on T tokens within D days on accelerator A" into a sweep
-(the same machinery as ``simtrain sweep``) over cluster sizes and parallel layouts, then
-ranks whole-run plans:
+:func:`plan` turns "train model M on T tokens within D days on accelerator A" into a search
+over cluster sizes and parallel layouts, then ranks whole-run plans:
 
 1. *Cluster sizes.* A run needs ``6·P·T`` model FLOPs (P parameters). At an optimistic 60 %
    MFU and no failures the deadline needs at least ``n_lo = 6·P·T / (D·86400·0.6·peak)``
-   GPUs; sizes of the form 2^k and 3·2^(k-1) (whole nodes) from the one below ``n_lo`` up to
-   ``4·n_lo`` (or ``max_gpus``) are tried, since beyond that a smaller cluster meets the
-   deadline for less.
-2. *Layouts.* Tensor parallelism fills a node (the practice of Megatron-LM and Llama 3, whose
-   TP all-reduces need NVLink); pipeline degrees 1 to 16, the 1F1B and interleaved
-   schedules, and every recompute mode; ZeRO-1, micro-batch 1. The global batch is the
-   multiple of DP nearest the target tokens per step (Llama 3 trained at 16M tokens).
-3. *Whole run.* The fastest simulated layout of each size gives the step time; steps = T /
-   tokens per step. Goodput comes from the reliability layer (a Monte Carlo of failures,
-   checkpoints and restarts, :func:`simtrain.reliability.reliability_summary`) under a
-   failure preset (Llama 3's rates by default): days = wall days of that simulation, cost =
-   its GPU-hours (spares included) times the price.
+   GPUs; sizes of the form 2^k and 3·2^(k-1) from the one below ``n_lo`` up to ``4·n_lo``
+   are tried (whole nodes once past one node), since beyond that a smaller cluster meets the
+   deadline for less. ``max_gpus`` caps them; below ``n_lo`` the largest sizes it allows
+   are tried, and the answer says how many GPUs the deadline needs.
+2. *Layouts.* Every layout of :class:`~simtrain.sweep.space.LayoutSpace` (tp, pp with each
+   schedule and its virtual stages, cp, ep, ZeRO 0-3, micro-batch size, recomputation) at
+   the global batch nearest the target tokens per step (Llama 3 trained at 16M tokens).
+3. *Two stages* (:mod:`simtrain.sweep.search`). Every layout is timed by the analytical
+   estimator (which agrees with the simulator); per size, the best by the estimate are
+   checked for memory in order until ``simulate_top`` fit, and the best of them is the
+   size's plan. The sizes picked (cheapest, fastest) are then simulated: their candidates
+   run on the engine and the best simulated one replaces the estimate, until the picks
+   rest on simulations. ``exhaustive`` checks every layout's memory and simulates every one
+   that fits, at every size.
+4. *Whole run.* The plan's step time gives steps = T / tokens per step. Goodput comes from
+   the reliability layer (a Monte Carlo of failures, checkpoints and restarts,
+   :func:`simtrain.reliability.reliability_summary`) under a failure preset (Llama 3's rates
+   by default), with hot spares as set (``spares``: a node count, a percentage of the job's
+   nodes, or by default enough that a failed node finds one with 99.9 % probability,
+   :func:`simtrain.reliability.spares.default_spare_nodes`): days = wall days of that
+   simulation, cost = its GPU-hours, spares included, times the price.
 
 The cheapest plan that meets the deadline (and budget), and the fastest within the budget,
-are reported with the other sizes as alternatives.
+are reported with the other sizes as alternatives; when none meets the deadline,
+:attr:`PlanResult.advice` says what would.
 """
 
 from __future__ import annotations
 
 import math
+import time
+import warnings
+import zlib
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from simtrain.catalog import get_accelerator
 from simtrain.errors import SpecError
+from simtrain.estimator import Estimator
 from simtrain.paths import data_dir
 from simtrain.reliability import reliability_summary
-from simtrain.specs.loader import experiment_from_dict, load_yaml_tree
-from simtrain.specs.reliability import ReliabilitySpec
-from simtrain.specs.sweep import SweepSpec, with_fields
-from simtrain.sweep.run import SweepResult, preset_usd_per_gpu_hour, run_sweep
+from simtrain.reliability.spares import spare_nodes
+from simtrain.report.progress import Progress
+from simtrain.specs.cluster import ClusterSpec
+from simtrain.specs.experiment import ExperimentSpec
+from simtrain.specs.loader import load_yaml_tree
+from simtrain.specs.model import ModelSpec
+from simtrain.specs.parallel import ParallelSpec
+from simtrain.specs.reliability import ReliabilitySpec, RestartRecoverySpec
+from simtrain.specs.training import TrainingSpec
+from simtrain.sweep.enumerate import config_key
+from simtrain.sweep.executors import Executor, check_executor, get_executor
+from simtrain.sweep.run import open_store, preset_usd_per_gpu_hour, simulate_configurations
+from simtrain.sweep.search import ESTIMATED, Stage1
+from simtrain.sweep.space import LayoutSpace
 from simtrain.workload.counts import count_parameters
 
 SECONDS_PER_DAY = 86400.0
 OPTIMISTIC_MFU = 0.6
 """MFU above any published large run (Llama 3 405B: 38-43 %), used only to bound the search."""
-PIPELINE_DEGREES: tuple[int, ...] = (1, 2, 4, 8, 16)
-SCHEDULES: tuple[tuple[str, int], ...] = (("1f1b", 1), ("interleaved", 2), ("interleaved", 4))
+DEFAULT_SIMULATE_TOP = 2
+"""Layouts simulated per cluster size: the best two by the estimate that fit in memory."""
+_PARALLEL_KEYS = ("tp", "pp", "vpp", "dp", "cp", "ep", "sp", "pipeline_schedule", "recompute",
+                  "zero_stage", "micro_batch_size", "global_batch_size")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -53,15 +79,20 @@ class PlanOption:
 
     Attributes:
         num_gpus: GPUs of the cluster.
-        parallel: the parallel layout (tp, pp, vpp, dp, schedule, recompute, batch).
+        parallel: the parallel layout (tp, pp, vpp, dp, cp, ep, schedule, ZeRO, recompute,
+            micro and global batch).
         step_time_s: simulated step time.
         tokens_per_s: training throughput without failures.
         mfu: model FLOPs utilisation of a step.
         goodput: fraction of wall time that trains (reliability ETTR; 1 without failures).
         days: wall-clock days of the whole run, failures included.
-        cost_usd: dollars of the whole run (None without a price).
+        cost_usd: dollars of the whole run, spares included (None without a price).
         meets_deadline: days <= the deadline.
         within_budget: cost <= the budget (True without a budget).
+        spare_nodes: hot spare nodes held (and billed) during the run.
+        estimate_error: the estimator's step time against the simulation's, relative.
+        simulated: the step time comes from the simulation (else from the estimate: sizes
+            not picked are not simulated unless the plan is exhaustive).
     """
 
     num_gpus: int
@@ -74,6 +105,9 @@ class PlanOption:
     cost_usd: float | None
     meets_deadline: bool
     within_budget: bool
+    spare_nodes: int = 0
+    estimate_error: float | None = None
+    simulated: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form; the issue's keys (num_gpus, parallel, days, cost_usd) first."""
@@ -82,21 +116,31 @@ class PlanOption:
 
 @dataclass
 class PlanResult:
-    """Plans for every cluster size tried, and the picks.
+    """Plans for every cluster size tried, the picks, and what the search did.
 
     Attributes:
         options: the best layout of each size, smallest cluster first.
         cheapest: the cheapest option meeting the deadline and budget (None if none does).
         fastest: the fastest option within the budget (None if none is).
-        sweep: the underlying sweep over sizes and layouts.
+        counts: layouts ``enumerated``, ``invalid`` (by the spec's rules), ``estimated``,
+            ``memory_checked``, ``oom``, ``simulated`` (``from_store`` of them found in the
+            store), ``error`` (could not be timed).
         usd_per_gpu_hour: the price used.
+        advice: what would meet the deadline (or fit) when nothing tried does; "" otherwise.
+        wall_time_s: seconds the plan took.
+        stage_wall_s: seconds of each stage: ``estimate``, ``memory``, ``simulate``,
+            ``whole_run``.
+        inputs: the arguments and derived bounds.
     """
 
     options: list[PlanOption]
     cheapest: PlanOption | None
     fastest: PlanOption | None
-    sweep: SweepResult
+    counts: dict[str, int]
     usd_per_gpu_hour: float | None
+    advice: str = ""
+    wall_time_s: float = 0.0
+    stage_wall_s: dict[str, float] = field(default_factory=dict)
     inputs: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -108,58 +152,30 @@ class PlanResult:
 
 
 def cluster_sizes(n_lo: float, gpus_per_node: int, max_gpus: int | None) -> list[int]:
-    """Sizes 2^k and 3·2^(k-1) in whole nodes, from the one below ``n_lo`` to ``4·n_lo``.
+    """Sizes 2^k and 3·2^(k-1), whole nodes past one node, from below ``n_lo`` to ``4·n_lo``.
+
+    With ``max_gpus`` below that range, the (up to three) largest powers of two it allows.
 
     Examples:
         >>> cluster_sizes(12000, 8, None)
         [8192, 12288, 16384, 24576, 32768]
         >>> cluster_sizes(12000, 8, 16384)
         [8192, 12288, 16384]
-        >>> cluster_sizes(0.5, 8, None)  # a toy model: one node
-        [8]
+        >>> cluster_sizes(0.5, 8, None)  # a toy model: one GPU is enough
+        [1, 2]
+        >>> cluster_sizes(234, 8, 16)  # the deadline needs more than allowed
+        [4, 8, 16]
     """
     sizes = sorted({2**k for k in range(24)} | {3 * 2**k for k in range(23)})
-    sizes = [s for s in sizes if s % gpus_per_node == 0]
+    sizes = [s for s in sizes if s <= gpus_per_node or s % gpus_per_node == 0]
     below = [s for s in sizes if s < n_lo]
     start = below[-1] if below else sizes[0]
-    upper = max_gpus if max_gpus is not None else max(4 * n_lo, start)
+    upper = max(4 * n_lo, start)
+    if max_gpus is not None:
+        if max_gpus < start:
+            return [s for s in sizes if s <= max_gpus and not s & (s - 1)][-3:]
+        upper = min(upper, max_gpus)
     return [s for s in sizes if start <= s <= upper]
-
-
-def layout_sweep(
-    model: dict[str, Any], base: dict[str, Any], sizes: list[int], batch_tokens: float
-) -> SweepSpec:
-    """The sweep of the plan: a zip of (GPUs, pp, batch) times schedules and recompute modes."""
-    tp = base["cluster"].get("gpus_per_node", 8)
-    seq = model["seq_length"]
-    rows = []
-    for n in sizes:
-        for pp in PIPELINE_DEGREES:
-            dp = n // (tp * pp)
-            if dp < 1 or n % (tp * pp):
-                continue
-            rows.append((n, pp, max(1, round(batch_tokens / seq / dp)) * dp))
-    if not rows:
-        raise SpecError(f"'--max-gpus' leaves no cluster size with tp={tp} (got sizes {sizes})")
-    sizes_col, pp_col, batch_col = (list(c) for c in zip(*rows, strict=True))
-    return SweepSpec(
-        name="plan",
-        base=base,
-        axes={"parallel.recompute": ["none", "selective", "full"]},
-        zip=[
-            {
-                "cluster.num_gpus": sizes_col,
-                "parallel.pp": pp_col,
-                "parallel.global_batch_size": batch_col,
-            },
-            {
-                "parallel.pipeline_schedule": [s for s, _ in SCHEDULES],
-                "parallel.vpp": [v for _, v in SCHEDULES],
-            },
-        ],
-        constraints=["parallel.vpp == 1 or parallel.pp > 1"],
-        metric="tokens_per_s",
-    )
 
 
 def _section(name_or_path: str, folder: str, section: str) -> dict[str, Any]:
@@ -180,32 +196,210 @@ def _section(name_or_path: str, folder: str, section: str) -> dict[str, Any]:
     return dict(data[section])
 
 
+@dataclass(frozen=True)
+class _Problem:
+    """What a plan searches, as plain picklable data (stage-1 workers rebuild it).
+
+    Attributes:
+        model: the model section.
+        cluster: the cluster section, without its size.
+        sizes: cluster sizes to try.
+        batch_tokens: target tokens per step.
+        total_tokens: tokens of the run.
+        space: the layouts of each size.
+    """
+
+    model: dict[str, Any]
+    cluster: dict[str, Any]
+    sizes: tuple[int, ...]
+    batch_tokens: float
+    total_tokens: float
+    space: LayoutSpace
+
+    @property
+    def per_node(self) -> int:
+        """GPUs per node of the cluster."""
+        return int(self.cluster.get("gpus_per_node", 8))
+
+    def points(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        """Every (cluster size, layout), in a fixed order."""
+        for n in self.sizes:
+            for point in self.space.layouts(
+                self.model, n, min(self.per_node, n), self.batch_tokens
+            ):
+                yield n, point
+
+    def layouts(self) -> _Layouts:
+        """The experiment builder of this problem."""
+        model = ModelSpec.model_validate(self.model)
+        return _Layouts(
+            name=f"plan-{model.name}",
+            model=model,
+            training=TrainingSpec(dtype="bf16", total_tokens=float(self.total_tokens)),
+            clusters={
+                n: ClusterSpec.model_validate(
+                    {**self.cluster, "num_gpus": n, "gpus_per_node": min(self.per_node, n)}
+                )
+                for n in self.sizes
+            },
+        )
+
+
+def partition_of(point: dict[str, Any], parts: int) -> int:
+    """Which of ``parts`` stage-1 partitions estimates a layout.
+
+    Layouts with the same chunk ops (tp, cp, micro-batch, recomputation, ZeRO-3) go to the
+    same partition, so each partition builds and times its ops once.
+    """
+    fields = ("tp", "cp", "ep", "micro_batch_size", "recompute")
+    ops = [*(point[f"parallel.{k}"] for k in fields), point["parallel.zero_stage"] == 3]
+    return zlib.crc32(repr(ops).encode()) % parts
+
+
+def estimate_partition(payload: dict[str, Any]) -> dict[str, Any]:
+    """Stage-1 task: estimate one partition of a plan's layouts (runs in a worker).
+
+    Returns the layouts' scores (tokens/s by the estimate) by enumeration index, and counts.
+    """
+    problem: _Problem = payload["problem"]
+    part, parts = payload["part"], payload["parts"]
+    layouts = problem.layouts()
+    estimator = Estimator()
+    counts = {"invalid": 0, "estimated": 0, "error": 0}
+    scores: list[tuple[int, float]] = []
+    for index, (n, point) in enumerate(problem.points()):
+        if partition_of(point, parts) != part:
+            continue
+        score = _score(layouts, estimator, n, point, counts)
+        if score is not None:
+            scores.append((index, score))
+    return {"counts": counts, "scores": scores}
+
+
+def _score(
+    layouts: _Layouts,
+    estimator: Estimator,
+    n: int,
+    point: dict[str, Any],
+    counts: dict[str, int],
+) -> float | None:
+    """Tokens per second of one layout by the estimate (None: invalid or untimeable)."""
+    try:
+        spec = layouts.spec(n, point)
+    except SpecError:
+        counts["invalid"] += 1
+        return None
+    except Exception:  # a rule that crashes is a bug elsewhere: counted, the search goes on
+        counts["error"] += 1
+        return None
+    try:
+        estimate = estimator.estimate(spec)
+    except Exception:  # a layout the estimator cannot time: counted, the search goes on
+        counts["error"] += 1
+        return None
+    counts["estimated"] += 1
+    return spec.parallel.global_batch_size * spec.model.seq_length / estimate.step_time_s
+
+
+@dataclass
+class _Layouts:
+    """Builds a plan's experiments cheaply: the fixed sections validated once (internal)."""
+
+    name: str
+    model: ModelSpec
+    training: TrainingSpec
+    clusters: dict[int, ClusterSpec]
+
+    def spec(self, num_gpus: int, point: dict[str, Any]) -> ExperimentSpec:
+        """The experiment of one layout (raises SpecError when the spec's rules reject it)."""
+        parallel = {k.removeprefix("parallel."): v for k, v in point.items()}
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # a search crosses settings on purpose
+                return ExperimentSpec.model_validate(
+                    {
+                        "name": self.name,
+                        "model": self.model,
+                        "parallel": ParallelSpec.model_validate(parallel),
+                        "cluster": self.clusters[num_gpus],
+                        "training": self.training,
+                    }
+                )
+        except ValueError as exc:  # pydantic's ValidationError is a ValueError
+            raise SpecError(str(exc)) from None
+
+
+STAGE1_PARTS_PER_WORKER = 4
+"""Stage-1 partitions per worker: the progress bar advances as each finishes."""
+
+
+def _stage1(
+    problem: _Problem,
+    points: list[tuple[int, dict[str, Any]]],
+    layouts: _Layouts,
+    stage1: Stage1,
+    runner: Executor,
+    counts: dict[str, int],
+    display: Progress,
+) -> list[tuple[int, float]]:
+    """Estimate every layout: in the executor's workers when there are several, else here.
+
+    Returns (enumeration index, tokens/s by the estimate) of each layout that could be
+    estimated; ``counts`` gains the invalid, estimated and error counts.
+    """
+    scores: list[tuple[int, float]] = []
+    if runner.num_workers <= 1:
+        advance = display.stage("estimating", len(points))
+        for index, (n, point) in enumerate(points):
+            advance()
+            score = _score(layouts, stage1.estimator, n, point, counts)
+            if score is not None:
+                scores.append((index, score))
+        return scores
+    parts = runner.num_workers * STAGE1_PARTS_PER_WORKER
+    sizes = [0] * parts
+    for _, point in points:
+        sizes[partition_of(point, parts)] += 1
+    advance = display.stage("estimating", len(points))
+    tasks = ((str(part), {"problem": problem, "part": part, "parts": parts})
+             for part in range(parts))  # fmt: skip
+    for part, done in runner.map_unordered(estimate_partition, tasks):
+        for name, value in done["counts"].items():
+            counts[name] += value
+        scores += done["scores"]
+        advance(sizes[int(part)])
+    return sorted(scores)
+
+
 def whole_run(
-    spec_data: dict[str, Any],
-    row: Any,
+    spec: ExperimentSpec,
+    step_time_s: float,
     price: float | None,
     failure_preset: str | None,
     num_runs: int,
-) -> tuple[float, float, float | None]:
-    """Goodput, wall days and dollars of the whole run of one simulated layout."""
-    spec = experiment_from_dict(spec_data)
+    spares: str | int | None,
+) -> tuple[float, float, float | None, int]:
+    """Goodput, wall days, dollars and spare nodes of the whole run of one layout."""
     tokens = spec.training.total_tokens
     steps = math.ceil(tokens / (spec.parallel.global_batch_size * spec.model.seq_length))
-    productive_days = steps * float(row["step_time_s"]) / SECONDS_PER_DAY
-    n = spec.cluster.num_gpus
-    if failure_preset is None:
-        cost = None if price is None else productive_days * 24.0 * n * price
-        return 1.0, productive_days, cost
+    productive_days = steps * step_time_s / SECONDS_PER_DAY
+    n, per_node = spec.cluster.num_gpus, spec.cluster.gpus_per_node
     rel = ReliabilitySpec(
         failure_preset=failure_preset, num_runs=num_runs, gpu_hour_price_usd=price or 0.0
     )
+    held = spare_nodes(spares, rel, n, per_node)
+    if failure_preset is None:
+        billed = n + held * per_node
+        cost = None if price is None else productive_days * 24.0 * billed * price
+        return 1.0, productive_days, cost, held
+    rel = rel.model_copy(update={"recovery": RestartRecoverySpec(num_spare_nodes=held)})
     state_bytes = 16.0 * count_parameters(spec.model).total  # mixed-precision Adam
     summary = reliability_summary(
-        spec.model_copy(update={"reliability": rel}), float(row["step_time_s"]), state_bytes
+        spec.model_copy(update={"reliability": rel}), step_time_s, state_bytes
     )
     days = float(summary["wall_days_mean"])
     cost = None if price is None else float(summary["cost_usd_mean"])
-    return productive_days / days, days, cost
+    return productive_days / days, days, cost, held
 
 
 def plan(
@@ -221,12 +415,16 @@ def plan(
     batch_tokens: float = 16 * 2**20,
     failure_preset: str | None = "llama3-405b",
     num_runs: int = 20,
+    spares: str | int | None = None,
     store: str = ":memory:",
     executor: str = "local",
     num_workers: int | None = None,
     address: str | None = None,
     resume: bool = False,
-    progress: bool = False,
+    progress: Progress | None = None,
+    exhaustive: bool = False,
+    simulate_top: int = DEFAULT_SIMULATE_TOP,
+    space: LayoutSpace | None = None,
 ) -> PlanResult:
     """Search cluster sizes and layouts for the cheapest and the fastest whole-run plans.
 
@@ -242,93 +440,236 @@ def plan(
         batch_tokens: target tokens per optimizer step.
         failure_preset: reliability failure preset, or None for a failure-free run.
         num_runs: Monte Carlo runs of the reliability simulation per option.
-        store: SQLite store of the underlying sweep.
+        spares: hot spare nodes: a count, a percentage of the job's nodes (``"2%"``), or
+            None for the default scaled to the job (see the module docstring).
+        store: SQLite store of the simulated layouts (``":memory:"`` keeps nothing).
         executor: ``local`` or ``ray``.
         num_workers: worker processes.
         address: Ray cluster address.
-        resume: reuse the layouts the store already holds.
-        progress: show a progress bar.
+        resume: reuse the simulations the store already holds.
+        progress: where to draw progress bars (None: nowhere).
+        exhaustive: simulate every layout that fits instead of the best by the estimate.
+        simulate_top: layouts simulated per cluster size after the estimate.
+        space: the layouts to search (default :class:`LayoutSpace`).
 
     Raises:
         SpecError: unknown model, accelerator or topology; bad numbers.
     """
+    began = time.perf_counter()
     for name, value in (("--tokens", total_tokens), ("--deadline-days", deadline_days)):
         if not value > 0:
             raise SpecError(f"'{name}' must be > 0 (got {value})")
+    if simulate_top < 1:
+        raise SpecError(f"'--simulate-top' must be >= 1 (got {simulate_top})")
     acc = get_accelerator(accelerator, "--accelerator")
     model_data = _section(model, "workloads", "model")
     cluster = _section(topology, "topologies", "cluster") if topology else {}
-    cluster.update(accelerator=acc.name, num_gpus=cluster.get("gpus_per_node", 8))
-    tp = cluster.get("gpus_per_node", 8)
-    base = {
-        "name": f"plan-{model_data.get('name', 'model')}",
-        "model": model_data,
-        "parallel": {"tp": tp, "sp": True, "micro_batch_size": 1, "zero_stage": 1,
-                     "global_batch_size": 1},
-        "cluster": cluster,
-        "training": {"dtype": "bf16", "total_tokens": float(total_tokens)},
-    }  # fmt: skip
-    num_params = count_parameters(experiment_from_dict(base).model).total
-    n_lo = (
-        6
-        * num_params
-        * total_tokens
-        / (deadline_days * SECONDS_PER_DAY * OPTIMISTIC_MFU * acc.peak_flops["bf16"])
-    )
-    sizes = cluster_sizes(n_lo, tp, max_gpus)
-    result = run_sweep(
-        layout_sweep(model_data, base, sizes, batch_tokens),
-        base,
-        store=store,
-        executor=executor,
-        num_workers=num_workers,
-        address=address,
-        resume=resume,
-        overwrite=not resume,
-        progress=progress,
-        usd_per_gpu_hour=usd_per_gpu_hour,
-    )
-    price = usd_per_gpu_hour if usd_per_gpu_hour is not None else preset_usd_per_gpu_hour(acc.name)
-    options = []
-    done = result.table[result.table["status"] == "ok"]
-    for n, group in done.groupby("cluster.num_gpus", sort=True):
-        best = group.sort_values("tokens_per_s", ascending=False, kind="stable").iloc[0]
-        point = {f: best[f] for f in result.sweep.swept_fields}
-        spec_data = with_fields(base, {k: _plain(v) for k, v in point.items()})
-        goodput, days, cost = whole_run(spec_data, best, price, failure_preset, num_runs)
-        spec = experiment_from_dict(spec_data)
-        p = spec.parallel
-        options.append(
-            PlanOption(
-                num_gpus=int(n),
-                parallel={"tp": p.tp, "pp": p.pp, "vpp": p.vpp, "dp": p.dp, "sp": p.sp,
-                          "pipeline_schedule": p.pipeline_schedule, "recompute": p.recompute,
-                          "zero_stage": p.zero_stage, "micro_batch_size": p.micro_batch_size,
-                          "global_batch_size": p.global_batch_size},
-                step_time_s=float(best["step_time_s"]),
-                tokens_per_s=float(best["tokens_per_s"]),
-                mfu=float(best["mfu"]),
+    cluster["accelerator"] = acc.name
+    per_node = int(cluster.get("gpus_per_node", 8))
+    model_spec = ModelSpec.model_validate(model_data)
+    num_params = count_parameters(model_spec).total
+    spare_nodes(spares, ReliabilitySpec(), per_node, per_node)  # a bad setting fails now
+    peak = acc.peak_flops["bf16"]
+    n_lo = 6 * num_params * total_tokens / (deadline_days * SECONDS_PER_DAY * OPTIMISTIC_MFU * peak)
+    sizes = cluster_sizes(n_lo, per_node, max_gpus)
+    problem = _Problem(model_data, cluster, tuple(sizes), batch_tokens, total_tokens,
+                       space or LayoutSpace())  # fmt: skip
+    layouts = problem.layouts()
+    display = progress or Progress()
+    from simtrain.api import simtrain_version
+
+    version = simtrain_version()
+    counts = dict.fromkeys(("enumerated", "invalid", "estimated", "memory_checked", "oom",
+                            "simulated", "from_store", "error"), 0)  # fmt: skip
+    stage1 = Stage1()
+    points = list(problem.points())
+    counts["enumerated"] = len(points)
+    check_executor(executor, address)
+    runner = get_executor(executor, num_workers, address)
+    clock = [time.perf_counter()]
+    stage_wall_s: dict[str, float] = {}
+
+    def lap(name: str) -> None:
+        now = time.perf_counter()
+        stage_wall_s[name], clock[0] = now - clock[0], now
+
+    try:
+        scores = _stage1(problem, points, layouts, stage1, runner, counts, display)
+        lap("estimate")
+        ranked: dict[int, list[tuple[float, int]]] = {n: [] for n in sizes}
+        for index, score in scores:
+            ranked[points[index][0]].append((score, index))
+        chosen: dict[str, ExperimentSpec] = {}
+        per_size: dict[int, list[str]] = {}
+        check = display.stage("memory", counts["estimated"] if exhaustive else None)
+        for n in sizes:
+            ranked[n].sort(key=lambda entry: (-entry[0], entry[1]))  # ties: enumeration order
+            per_size[n] = []
+            for _, index in ranked[n]:
+                if not exhaustive and len(per_size[n]) >= simulate_top:
+                    break
+                spec = layouts.spec(n, points[index][1])
+                key = config_key(spec, version)
+                row = stage1.evaluate(key, spec)
+                counts["memory_checked"] += 1
+                check()
+                if row["status"] == "oom":
+                    counts["oom"] += 1
+                elif row["status"] == ESTIMATED:
+                    per_size[n].append(key)
+                    chosen[key] = spec
+        lap("memory")
+        price = (
+            usd_per_gpu_hour if usd_per_gpu_hour is not None else preset_usd_per_gpu_hour(acc.name)
+        )
+
+        def option(n: int, key: str, row: dict[str, Any], simulated: bool) -> PlanOption:
+            spec = chosen[key]
+            step = float(row["step_time_s"])
+            goodput, days, cost, held = whole_run(
+                spec, step, price, failure_preset, num_runs, spares
+            )
+            estimated = stage1.rows[key].get("estimate_step_time_s")
+            return PlanOption(
+                num_gpus=n,
+                parallel={k: getattr(spec.parallel, k) for k in _PARALLEL_KEYS},
+                step_time_s=step,
+                tokens_per_s=float(row["tokens_per_s"]),
+                mfu=float(row["mfu"]),
                 goodput=goodput,
                 days=days,
                 cost_usd=cost,
                 meets_deadline=days <= deadline_days,
                 within_budget=budget_usd is None or (cost is not None and cost <= budget_usd),
+                spare_nodes=held,
+                estimate_error=None if estimated is None else estimated / step - 1.0,
+                simulated=simulated,
             )
-        )  # fmt: skip
-    feasible = [o for o in options if o.meets_deadline and o.within_budget]
-    affordable = [o for o in options if o.within_budget]
-    return PlanResult(
+
+        # Each size's plan by the estimate; then the sizes picked are simulated (all with
+        # exhaustive), their plans replaced by the best simulated layout, until the picks
+        # rest on simulations.
+        options = {n: option(n, per_size[n][0], stage1.rows[per_size[n][0]], False)
+                   for n in sizes if per_size[n]}  # fmt: skip
+        lap("whole_run")
+        results = open_store(store, resume, overwrite=not resume)
+        try:
+            counts["from_store"] = len(set(chosen) & results.keys())
+            simulated_sizes: set[int] = set()
+            failures: list[str] = []
+            while True:
+                picks = _picks(list(options.values()))
+                todo = set(options) if exhaustive else {o.num_gpus for o in picks if o}
+                todo -= simulated_sizes
+                if not todo:
+                    break
+                batch = {k: chosen[k] for n in sorted(todo) for k in per_size[n]}
+                simulate_configurations(batch, results, version, runner, display)
+                stored = results.get_all()
+                for n in todo:
+                    done = [(stored[k], k) for k in per_size[n]
+                            if stored.get(k, {}).get("status") == "ok"]  # fmt: skip
+                    if done:
+                        row, key = max(done, key=lambda rk: rk[0]["tokens_per_s"])
+                        options[n] = option(n, key, row, True)
+                    else:  # every candidate failed to simulate: no plan at this size
+                        options.pop(n, None)
+                        failures += [stored.get(k, {}).get("error", "") for k in per_size[n]]
+                simulated_sizes |= todo
+                counts["simulated"] += len(batch)
+            lap("simulate")
+        finally:
+            results.close()
+    finally:
+        runner.close()
+    options = [options[n] for n in sizes if n in options]
+    cheapest, fastest = _picks(options)
+    result = PlanResult(
         options=options,
-        cheapest=min(feasible, key=lambda o: (o.cost_usd or 0.0, o.num_gpus), default=None),
-        fastest=min(affordable, key=lambda o: o.days, default=None),
-        sweep=result,
+        cheapest=cheapest,
+        fastest=fastest,
+        counts=counts,
         usd_per_gpu_hour=price,
         inputs={"model": model, "total_tokens": total_tokens, "deadline_days": deadline_days,
                 "accelerator": acc.name, "budget_usd": budget_usd, "max_gpus": max_gpus,
-                "topology": topology, "failure_preset": failure_preset,
-                "num_params": num_params, "optimistic_min_gpus": n_lo},
+                "topology": topology, "failure_preset": failure_preset, "spares": spares,
+                "num_params": num_params, "optimistic_min_gpus": n_lo, "sizes": sizes,
+                "batch_tokens": batch_tokens},
     )  # fmt: skip
+    result.advice = advice(result, stage1, failures)
+    result.stage_wall_s = stage_wall_s
+    result.wall_time_s = time.perf_counter() - began
+    return result
 
 
-def _plain(value: Any) -> Any:
-    return value.item() if hasattr(value, "item") else value
+def _picks(options: list[PlanOption]) -> tuple[PlanOption | None, PlanOption | None]:
+    """The cheapest option meeting the deadline and budget, and the fastest within budget."""
+    feasible = [o for o in options if o.meets_deadline and o.within_budget]
+    affordable = [o for o in options if o.within_budget]
+    return (
+        min(feasible, key=lambda o: (o.cost_usd or 0.0, o.num_gpus), default=None),
+        min(affordable, key=lambda o: o.days, default=None),
+    )
+
+
+def advice(result: PlanResult, stage1: Stage1, failures: list[str]) -> str:
+    """What would work when no plan meets the deadline, or nothing fits; "" otherwise.
+
+    The GPUs a deadline needs are read off the fastest option tried: at its throughput per
+    GPU (which only falls as clusters grow) the run needs at least
+    ``GPUs × days / deadline`` of them at the same batch.
+    """
+    inputs = result.inputs
+    deadline, sizes = inputs["deadline_days"], inputs["sizes"]
+    if not result.options and failures:
+        return f"the best layouts by the estimate could not be simulated ({failures[0]})"
+    if not result.options:
+        peaks = [row["peak_memory_bytes"] for row in stage1.rows.values()
+                 if row.get("peak_memory_bytes")]  # fmt: skip
+        smallest = f"; the smallest peak found is {min(peaks) / 1e9:.0f} GB" if peaks else ""
+        tried = f"{sizes[0]:,}-{sizes[-1]:,}" if len(sizes) > 1 else f"{sizes[0]:,}"
+        return (
+            f"no layout fits in memory on {tried} GPUs{smallest}; more GPUs (--max-gpus) "
+            "shard the model further"
+        )
+    if result.cheapest is not None:
+        return ""
+    best = min(result.options, key=lambda o: o.days)
+    if best.meets_deadline:  # the deadline is met, only not within the budget
+        return (
+            f"the plans that meet the {deadline:g}-day deadline cost more than the budget; "
+            f"the cheapest of them costs {format_usd(min_cost(result))}"
+        )
+    needed = math.ceil(best.num_gpus * best.days / deadline)
+    return (
+        f"needs >= {needed:,} GPUs to finish in {deadline:g} days at this batch "
+        f"({inputs['batch_tokens'] / 2**20:.3g}M tokens per step): the fastest plan tried, "
+        f"{best.num_gpus:,} GPUs, takes {format_days(best.days)} days"
+        + ("" if inputs["max_gpus"] is None else f" (raise --max-gpus to {needed:,} or more)")
+    )
+
+
+def min_cost(result: PlanResult) -> float | None:
+    """Cost of the cheapest option that meets the deadline (budget ignored)."""
+    costs = [o.cost_usd for o in result.options if o.meets_deadline and o.cost_usd is not None]
+    return min(costs, default=None)
+
+
+def format_days(days: float) -> str:
+    """Days with three significant figures, whole days past 100.
+
+    Examples:
+        >>> format_days(12.345), format_days(1300.4)
+        ('12.3', '1,300')
+    """
+    return f"{days:,.0f}" if days >= 100 else f"{days:.3g}"
+
+
+def format_usd(value: float | None) -> str:
+    """Dollars with three significant figures and a unit: $1.23M, $45.6k, $789."""
+    if value is None:
+        return "no price"
+    for unit, scale in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(value) >= scale:
+            return f"${value / scale:.3g}{unit}"
+    return f"${value:.3g}"

@@ -11,27 +11,31 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from simtrain.api import simtrain_version
 from simtrain.catalog.prices import preset_price
 from simtrain.errors import SpecError
 from simtrain.limits import MAX_CONFIGS
+from simtrain.report.progress import Advance, Progress
+from simtrain.report.progress import progress as progress_display
+from simtrain.specs.experiment import ExperimentSpec
 from simtrain.specs.sweep import SweepSpec, base_mapping, load_sweep
 from simtrain.sweep.enumerate import Candidate, candidates, count_points, sweep_groups
 from simtrain.sweep.evaluate import METRIC_COLUMNS, evaluate
-from simtrain.sweep.executors import check_executor, get_executor
+from simtrain.sweep.executors import Executor, check_executor, get_executor
+from simtrain.sweep.search import DEFAULT_SIMULATE_TOP, ESTIMATED, Stage1, best_by_group
 from simtrain.sweep.store import ResultStore
 
-STATUSES: tuple[str, ...] = ("ok", "oom", "invalid", "constraint", "error")
-"""Row statuses: simulated, pruned by memory / by the spec's rules / by a constraint, failed."""
+STATUSES: tuple[str, ...] = ("ok", "estimated", "oom", "invalid", "constraint", "error")
+"""Row statuses: simulated, estimated only (not among the best), pruned by memory / by the
+spec's rules / by a constraint, failed."""
 
 
 @dataclass
@@ -42,8 +46,9 @@ class SweepResult:
         sweep: the sweep spec.
         table: one row per configuration, in enumeration order: swept fields, the derived
             ``dp``, ``status``, ``error``, the metrics, cost columns and the store ``key``.
-        counts: configurations by status, plus ``total``, ``from_store`` (found done) and
-            ``evaluated`` (run now).
+        counts: configurations by status, plus ``total``, ``simulated`` (chosen for the
+            simulation: the best by the estimate, or every feasible one when exhaustive),
+            ``from_store`` (found done) and ``evaluated`` (simulated now).
         wall_time_s: driver wall time.
         store_path: the SQLite store.
     """
@@ -60,24 +65,6 @@ class SweepResult:
         return done.sort_values(self.sweep.metric, ascending=self.sweep.ascending, kind="stable")
 
 
-def _progress(enabled: bool) -> Progress | nullcontext[None]:
-    if not enabled:
-        return nullcontext()
-    return Progress(
-        TextColumn("sweep"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-        transient=True,
-    )
-
-
-def _advance(bar: Progress | None, task: Any) -> None:
-    if bar is not None:
-        bar.advance(task)
-
-
 def run_sweep(
     sweep: SweepSpec,
     base: dict[str, Any],
@@ -88,11 +75,19 @@ def run_sweep(
     address: str | None = None,
     resume: bool = False,
     overwrite: bool = False,
-    progress: bool = False,
+    progress: bool | Progress = False,
     usd_per_gpu_hour: float | None = None,
+    exhaustive: bool = False,
+    simulate_top: int | None = None,
     max_configs: int = MAX_CONFIGS,
 ) -> SweepResult:
-    """Run every configuration of ``sweep`` not already in the store, and tabulate all.
+    """Run the sweep: estimate every configuration, simulate the best, tabulate all.
+
+    By default the search has two stages (:mod:`simtrain.sweep.search`): every feasible
+    configuration is estimated analytically in the driver, and the ``simulate_top`` best by
+    the estimate are simulated; ``exhaustive`` simulates every feasible configuration
+    instead. Simulated results are stored as they finish (estimates are recomputed, in
+    seconds), so an interrupted sweep resumed with ``resume`` gives the same table.
 
     Args:
         sweep: the sweep spec.
@@ -103,8 +98,12 @@ def run_sweep(
         address: Ray cluster address (``auto``, ``HOST:PORT``, ``ray://HOST:PORT``).
         resume: skip configurations the store already holds.
         overwrite: empty a non-empty store first instead of refusing.
-        progress: show a progress bar with ETA on the terminal.
+        progress: show progress bars with counts and ETA on the terminal (or draw into
+            this display).
         usd_per_gpu_hour: price for the cost columns; default the accelerator's preset.
+        exhaustive: simulate every feasible configuration (no analytical stage).
+        simulate_top: configurations simulated after the estimate (default: the sweep's
+            ``top_k``, at least :data:`~simtrain.sweep.search.DEFAULT_SIMULATE_TOP`).
         max_configs: refuse a sweep of more configurations (:mod:`simtrain.limits`).
 
     Raises:
@@ -116,44 +115,107 @@ def run_sweep(
     configurations = candidates(sweep, base, version, max_configs)
     total = count_points(sweep_groups(sweep, base))
     check_executor(executor, address)
+    if simulate_top is not None and simulate_top < 1:
+        raise SpecError(f"'--simulate-top' must be >= 1 (got {simulate_top})")
+    top = simulate_top or max(sweep.top_k, DEFAULT_SIMULATE_TOP)
     results = open_store(store, resume, overwrite)
+    seen: list[Candidate] = []
+    counts: Counter[str] = Counter()
+    estimates = Stage1()
     try:
-        seen: list[Candidate] = []
-        counts: Counter[str] = Counter()
-        with _progress(progress) as bar:
-            task = bar.add_task("sweep", total=total) if bar is not None else None
+        with _display(progress) as display:
             done = results.keys()
-            queued: set[str] = set()
-            payloads: dict[str, dict[str, Any]] = {}
-
-            def pending() -> Iterator[tuple[str, dict[str, Any]]]:
-                for cand in configurations:
-                    seen.append(cand)
-                    if cand.spec is None or cand.key is None or cand.status != "pending":
-                        _advance(bar, task)
-                    elif cand.key in done or cand.key in queued:
-                        counts["from_store"] += cand.key in done
-                        _advance(bar, task)
-                    else:
-                        queued.add(cand.key)
-                        payloads[cand.key] = cand.spec.model_dump(mode="json")
-                        yield cand.key, payloads[cand.key]
-
+            if exhaustive:
+                chosen = _every_pending(configurations, seen, display.stage("sweep", total))
+            else:
+                chosen = _estimate_all(
+                    sweep, configurations, seen, estimates, top, display.stage("estimating", total)
+                )
+            wanted = set(chosen)
+            todo = {c.key: c.spec for c in seen if c.key in wanted and c.spec is not None}
+            counts["from_store"] = sum(key in done for key in chosen)
             runner = get_executor(executor, num_workers, address)
             try:
-                for key, row in runner.map_unordered(evaluate, pending()):
-                    results.put(key, version, row, payloads.pop(key))
-                    counts["evaluated"] += 1
-                    _advance(bar, task)
+                counts["evaluated"] = simulate_configurations(
+                    todo, results, version, runner, display
+                )
             finally:
                 runner.close()
-        table = with_costs(_table(sweep, seen, results.get_all()), seen, usd_per_gpu_hour)
+        stored = results.get_all()
+        table = with_costs(_table(sweep, seen, stored, estimates.rows), seen, usd_per_gpu_hour)
     finally:
         results.close()
     counts.update(table["status"].value_counts().to_dict())
     summary = {"total": total, **{s: counts.get(s, 0) for s in STATUSES}}
     summary.update(from_store=counts["from_store"], evaluated=counts["evaluated"])
+    summary["simulated"] = len(chosen)
     return SweepResult(sweep, table, summary, time.perf_counter() - began, str(store))
+
+
+def simulate_configurations(
+    specs: dict[str, ExperimentSpec],
+    results: ResultStore,
+    version: str,
+    runner: Executor,
+    display: Progress,
+) -> int:
+    """Simulate every configuration the store does not hold yet; store each as it finishes.
+
+    Returns how many were simulated now. Used by sweeps and by the planner (the caller
+    closes ``runner``).
+    """
+    done = results.keys()
+    todo = [key for key in specs if key not in done]
+    advance = display.stage("simulating", len(todo))
+    payloads = ((key, specs[key].model_dump(mode="json")) for key in todo)
+    count = 0
+    for key, row in runner.map_unordered(evaluate, payloads):
+        results.put(key, version, row, specs[key].model_dump(mode="json"))
+        count += 1
+        advance()
+    return count
+
+
+def _display(progress: bool | Progress) -> Any:
+    """The progress display to draw into: the caller's, a new one, or none."""
+    if isinstance(progress, Progress):
+        return nullcontext(progress)
+    return progress_display(bool(progress))
+
+
+def _every_pending(
+    configurations: Iterable[Candidate], seen: list[Candidate], advance: Advance
+) -> list[str]:
+    """Exhaustive mode: every pending configuration's key, in enumeration order."""
+    keys: dict[str, None] = {}
+    for cand in configurations:
+        seen.append(cand)
+        advance()
+        if cand.status == "pending" and cand.key is not None:
+            keys[cand.key] = None
+    return list(keys)
+
+
+def _estimate_all(
+    sweep: SweepSpec,
+    configurations: Iterable[Candidate],
+    seen: list[Candidate],
+    estimates: Stage1,
+    top: int,
+    advance: Advance,
+) -> list[str]:
+    """Stage 1: memory verdict and estimate of every pending configuration; the best keys."""
+    scored: list[tuple[str, str, float]] = []
+    for cand in configurations:
+        seen.append(cand)
+        advance()
+        if cand.status != "pending" or cand.key is None or cand.spec is None:
+            continue
+        fresh = cand.key not in estimates.rows
+        row = estimates.evaluate(cand.key, cand.spec)
+        if fresh and row["status"] == ESTIMATED:
+            scored.append(("all", cand.key, float(row[sweep.metric])))
+    return best_by_group(scored, top, sweep.ascending).get("all", [])
 
 
 def open_store(store: str | Path, resume: bool, overwrite: bool) -> ResultStore:
@@ -182,13 +244,22 @@ def open_store(store: str | Path, resume: bool, overwrite: bool) -> ResultStore:
 
 
 def _table(
-    sweep: SweepSpec, seen: list[Candidate], rows: dict[str, dict[str, Any]]
+    sweep: SweepSpec,
+    seen: list[Candidate],
+    rows: dict[str, dict[str, Any]],
+    estimated: dict[str, dict[str, Any]],
 ) -> pd.DataFrame:
-    """Rows in enumeration order: swept fields, verdict, metrics and the store key."""
+    """Rows in enumeration order: swept fields, verdict, metrics and the store key.
+
+    A simulated configuration shows the simulation's metrics, an estimated one the
+    estimate's (status ``estimated``); ``estimate_step_time_s`` is the estimate of both.
+    """
     empty = dict.fromkeys(METRIC_COLUMNS)
     records = []
     for cand in seen:
+        estimate = estimated.get(cand.key or "", {}) if cand.status == "pending" else {}
         stored = rows.get(cand.key or "") if cand.status == "pending" else None
+        stored = stored or (estimate or None)
         verdict = (
             {"status": cand.status, "error": cand.reason}
             if stored is None
@@ -200,11 +271,12 @@ def _table(
         dp = cand.spec.parallel.dp if cand.spec is not None else None
         records.append(
             {"dp": dp, **cand.point, **verdict, **metrics,
+             "estimate_step_time_s": estimate.get("estimate_step_time_s"),
              "wall_time_s": (stored or {}).get("wall_time_s"), "key": cand.key}
         )  # fmt: skip
     derived = [] if "parallel.dp" in sweep.swept_fields else ["dp"]
-    columns = [*sweep.swept_fields, *derived, "status", "error", *METRIC_COLUMNS, "wall_time_s",
-               "key"]  # fmt: skip
+    columns = [*sweep.swept_fields, *derived, "status", "error", *METRIC_COLUMNS,
+               "estimate_step_time_s", "wall_time_s", "key"]  # fmt: skip
     return pd.DataFrame.from_records(records, columns=columns)
 
 

@@ -152,3 +152,15 @@ def test_ep_must_divide_experts_and_dp():
     with pytest.raises(SpecError) as err:
         make_experiment("parallel.ep=4", *(f"model.{k}={v}" for k, v in moe.items()))
     assert "parallel.ep=4 must divide model.num_experts=6 (valid: 1, 2, 3, 6)" in str(err.value)
+
+
+def test_dualpipe_with_context_parallelism_is_checked_not_crashed():
+    # The DualPipe rule once named its microbatch count `m`, shadowing the model that the
+    # context-parallel rule after it reads.
+    spec = make_experiment(
+        "parallel.pp=2", "parallel.cp=2", "parallel.pipeline_schedule=dualpipe",
+        "parallel.global_batch_size=16",
+    )  # fmt: skip
+    assert spec.parallel.cp == 2
+    with pytest.raises(SpecError, match=r"model\.seq_length"):
+        make_experiment("parallel.pp=2", "parallel.cp=3", "parallel.pipeline_schedule=dualpipe")

@@ -1,0 +1,722 @@
+"""The analytical step-time estimate: the engine's program, combined in closed form.
+
+:class:`Estimator` times a training step from the same pieces the discrete-event engine
+replays, without building the program or running SimPy:
+
+- the ops of each model chunk come from :func:`simtrain.parallel.builder.chunk_ops` and are
+  cut into tasks by :func:`simtrain.parallel.segments.segment_ops`, as the builder does; a
+  chunk is sampled on a few layers and extrapolated (:mod:`simtrain.estimator.chunks`);
+- compute tasks are timed by the experiment's compute model (``ComputeModel.task_time_s``),
+  collectives and transfers by its network model (``collective_time_s``, ``p2p_time_s``),
+  both obtained as :func:`simtrain.api.simulate` obtains them;
+- each action is walked on its streams (:mod:`simtrain.estimator.walk`), the schedule's
+  actions are chained along their dependencies (:mod:`simtrain.estimator.pipeline`), the
+  data-parallel gradient buckets are issued at the layer ends the builder hooks them to, and
+  the optimizer step and the ZeRO parameter all-gather close the step.
+
+Its step time agrees with :func:`simtrain.api.simulate` (``tests/estimator`` checks the
+validation suites and random sweep configurations); that test is the guard when the engine
+learns new mechanisms. An Estimator keeps caches (compute and network models, chunk ops,
+compiled schedules, timings) across calls, so a search evaluates thousands of configurations
+per second; make one per search and reuse it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from simtrain.catalog.frameworks import get_framework
+from simtrain.errors import SpecError
+from simtrain.estimator.chunks import Chunk, ChunkSource, chunk_base
+from simtrain.estimator.pipeline import ScheduleShape, Slot, schedule_shape
+from simtrain.estimator.walk import ActionTiming, walk
+from simtrain.parallel.builder import GRAD_BYTES, SHARD_AXIS, make_shard, p2p_op, shard_groups
+from simtrain.parallel.layout import RankLayout
+from simtrain.parallel.segments import SegmentPlan
+from simtrain.parallel.stages import chunk_layers
+from simtrain.specs.experiment import ExperimentSpec
+from simtrain.specs.framework_resolve import effective_zero_stage
+from simtrain.workload.linear import weight_cast_op
+from simtrain.workload.ops import Op
+from simtrain.workload.optimizers import optimizer_op
+from simtrain.workload.primitives import ACT_BYTES
+
+_SCHEDULING_FIELDS = frozenset(
+    {
+        "pp",
+        "vpp",
+        "pipeline_schedule",
+        "global_batch_size",
+        "dp",
+        "rank_order",
+        "zero_stage",
+        "zero_shard_group_size",
+        "overlap_grad_reduce",
+        "overlap_replica_grad_reduce",
+        "grad_bucket_size_bytes",
+    }
+)
+"""Parallel fields that change how chunks are scheduled, placed or reduced, not their ops
+(ZeRO-3 parameter gathers do change the ops: :meth:`Estimator._ops_key` keeps a flag)."""
+
+
+@dataclass(frozen=True)
+class StepEstimate:
+    """The analytical estimate of one training step.
+
+    Attributes:
+        step_time_s: time from the first action's start to the end of the last task.
+        compute_s: compute-stream busy time, mean over pipeline ranks.
+        exposed_comm_s: compute-stream idle time waiting on collectives inside actions and on
+            the gradient reduction and parameter gather around the optimizer, mean over
+            pipeline ranks.
+        bubble_s: the rest of the step: waiting for other pipeline stages.
+        num_actions: schedule actions chained (the estimate's work).
+        wall_time_s: host seconds spent on this estimate.
+    """
+
+    step_time_s: float
+    compute_s: float
+    exposed_comm_s: float
+    bubble_s: float
+    num_actions: int
+    wall_time_s: float = 0.0
+
+    @property
+    def bubble_fraction(self) -> float:
+        """Bubble as a fraction of the step."""
+        return self.bubble_s / self.step_time_s if self.step_time_s > 0 else 0.0
+
+
+Flush = tuple[float | None, float, float, float]
+"""One gradient bucket: (offset of the layer that fills it from its action's start, or None
+for a flush at the action's end; seconds on the gradient stream; seconds of the cross-group
+all-reduce when it runs on a stream of its own, else 0; whether it issues anything (1/0))."""
+
+
+@dataclass(frozen=True)
+class _Gradients:
+    """One rank's gradient reduction, optimizer step and parameter gather (internal).
+
+    The buckets are fixed by sizes alone; :meth:`finish` places them in time, as the
+    builder's ``_GradientReducer`` issues them on the rank's gradient streams.
+
+    Attributes:
+        actions: per action that computes weight gradients (in program order), its buckets.
+        tail: the last bucket, issued after the rank's last compute.
+        optimizer_s: seconds of the optimizer step (with the FP8 weight cast).
+        gather_s: seconds of the parameter all-gather after it (0: none).
+    """
+
+    actions: tuple[tuple[Flush, ...], ...]
+    tail: Flush
+    optimizer_s: float
+    gather_s: float
+
+    def finish(
+        self, marks: list[tuple[float, float]], compute_free: float, hold: float, pp_free: float
+    ) -> tuple[float, float, float]:
+        """(end of the rank's step, optimizer busy time, time waited) given its timeline.
+
+        ``marks`` holds the (start, end) of each action computing weight gradients.
+        """
+        grad_free = replica_free = reduced = 0.0
+        issued = False
+
+        def flush(bucket: Flush, after: float, last_compute: float) -> None:
+            nonlocal grad_free, replica_free, reduced, issued
+            _, grad_s, replica_s, issues = bucket
+            if not issues:
+                return
+            end = after
+            if grad_s:
+                end = grad_free = max(after, grad_free) + grad_s
+            if replica_s:  # not overlapped: after the backward, on a stream of its own
+                end = replica_free = max(end, last_compute, replica_free) + replica_s
+            reduced, issued = max(reduced, end), True
+
+        for (start, end), buckets in zip(marks, self.actions, strict=True):
+            for bucket in buckets:
+                offset = bucket[0]
+                flush(bucket, end if offset is None else start + offset, end)
+        flush(self.tail, compute_free, compute_free)
+        ready = max(compute_free, hold)
+        begin = max(ready, reduced) if issued else ready
+        end = begin + self.optimizer_s
+        waited = begin - ready
+        last = max(end, pp_free)
+        if self.gather_s:
+            gather = max(end, grad_free) + self.gather_s
+            waited += max(0.0, gather - last)
+            last = max(last, gather)
+        return last, self.optimizer_s, waited
+
+
+@dataclass
+class _Context:
+    """Caches shared by configurations with equal chunks, models, placement and hooks.
+
+    Attributes:
+        chunks: the model chunks.
+        slots: slot -> (compute end, tail end, transfer time, timing) of its actions.
+        grads: (rank's owning slots, ZeRO stage, bucket bytes) -> its gradient reduction.
+        signatures: (rank, chunk) -> (models key, groups by axis) of the chunk on the rank.
+    """
+
+    chunks: list[Chunk]
+    slots: dict[Slot, tuple[float, float, float, ActionTiming]] = field(default_factory=dict)
+    grads: dict[tuple[Any, ...], _Gradients] = field(default_factory=dict)
+    signatures: dict[tuple[int, int], Any] = field(default_factory=dict)
+
+
+@dataclass
+class _Setup:
+    """Everything one estimate needs besides the compiled schedule (internal)."""
+
+    spec: ExperimentSpec
+    compute: Any
+    network: Any
+    layout: RankLayout
+    ranks: list[int]
+    dp_axis: str
+    hooks: list[bool]
+    p2p_bytes: float
+    context: _Context
+    zero_stage: int
+    profile: Any
+    fp8_recipe: str
+
+    @property
+    def every_mb(self) -> bool:
+        """The stack reduces sharded gradients after every microbatch's backward."""
+        return self.zero_stage >= 2 and self.profile.sharding.reduce_every_microbatch
+
+    @property
+    def grad_key(self) -> tuple[Any, ...]:
+        """What a rank's gradient reduction depends on besides its actions and context."""
+        p = self.spec.parallel
+        return (self.zero_stage, p.grad_bucket_size_bytes, p.overlap_replica_grad_reduce,
+                self.spec.training.grad_reduce_dtype)  # fmt: skip
+
+
+def _chain_actions(
+    shape: ScheduleShape, table: list[tuple[float, float, float, ActionTiming]], num: int
+) -> tuple[list[float], list[float], list[float], list[list[tuple[float, float]]]]:
+    """Chain a compiled schedule's actions (see :mod:`simtrain.estimator.pipeline`).
+
+    Returns, per rank, when its compute stream frees, when its last action's trailing
+    collectives end, when its transfers end, and the start and end of each of its actions
+    that compute weight gradients. It depends only on the schedule and the slots' times, so
+    configurations that share both share it.
+    """
+    compute_free, hold, pp_free = [0.0] * num, [0.0] * num, [0.0] * num
+    arrival = [0.0] * shape.num_transfers
+    marks: list[list[tuple[float, float]]] = [[] for _ in range(num)]
+    ranks, slots, recvs, sends, tails = (
+        shape.rank, shape.slot, shape.recv, shape.send, shape.send_after_tail
+    )  # fmt: skip
+    computing = [s.computes_grads for s in shape.slots]
+    for i in range(len(ranks)):
+        r, k = ranks[i], slots[i]
+        compute_end, tail_end, p2p_s, _ = table[k]
+        start = compute_free[r]
+        if hold[r] > start:
+            start = hold[r]
+        j = recvs[i]
+        if j >= 0 and arrival[j] > start:
+            start = arrival[j]
+        end = compute_free[r] = start + compute_end
+        tail = hold[r] = start + tail_end
+        j = sends[i]
+        if j >= 0:
+            ready = tail if tails[i] else end
+            if pp_free[r] > ready:
+                ready = pp_free[r]
+            pp_free[r] = arrival[j] = ready + p2p_s
+        if computing[k]:
+            marks[r].append((start, end))
+    return compute_free, hold, pp_free, marks
+
+
+@dataclass
+class Estimator:
+    """Step-time estimates with caches shared across configurations (see the module doc).
+
+    Examples:
+        >>> from simtrain.specs.loader import load_experiment
+        >>> estimator = Estimator()
+        >>> spec = load_experiment("experiments/quickstart.yaml")
+        >>> estimate = estimator.estimate(spec)
+        >>> 0 < estimate.compute_s < estimate.step_time_s
+        True
+    """
+
+    _compute: dict[str, Any] = field(default_factory=dict)
+    _network: dict[str, Any] = field(default_factory=dict)
+    _layouts: dict[tuple[Any, ...], RankLayout] = field(default_factory=dict)
+    _groups: dict[tuple[Any, ...], tuple[int, ...]] = field(default_factory=dict)
+    _sources: dict[tuple[Any, ...], ChunkSource] = field(default_factory=dict)
+    _timings: dict[tuple[Any, ...], ActionTiming] = field(default_factory=dict)
+    _walks: dict[tuple[Any, ...], ActionTiming] = field(default_factory=dict)
+    _task_s: dict[tuple[int, int], tuple[tuple[Op, ...], float]] = field(default_factory=dict)
+    _comm_s: dict[tuple[Any, ...], float] = field(default_factory=dict)
+    _chains: dict[tuple[Any, ...], Any] = field(default_factory=dict)
+    _signatures: dict[tuple[Any, ...], Any] = field(default_factory=dict)
+    _dumps: dict[int, tuple[Any, str]] = field(default_factory=dict)
+    _contexts: dict[tuple[Any, ...], _Context] = field(default_factory=dict)
+    stats: Counter[str] = field(default_factory=Counter)
+    """Estimates ``extrapolated`` in the microbatch count, and ``not_linear`` (chained in
+    full because the reduced counts were not linear yet)."""
+
+    def estimate(self, spec: ExperimentSpec) -> StepEstimate:
+        """Estimate one training step of ``spec`` (a validated experiment).
+
+        Raises:
+            SpecError: the spec names hardware the catalog lacks (as ``simulate`` does), or
+                ``parallel.dp`` is unresolved.
+        """
+        began = time.perf_counter()
+        p = spec.parallel
+        if p.dp is None:
+            raise SpecError("'parallel.dp' must be resolved before estimating (got None)")
+        compute, network = self._models(spec)
+        layout = self._layout(spec)
+        ranks = self._stage_ranks(layout)
+        dp_axis = "dp-cp" if p.cp > 1 else "dp"
+        hooks = [
+            p.overlap_grad_reduce and len(self._group(layout, r, dp_axis, p)) > 1 for r in ranks
+        ]
+        p2p_bytes = p2p_op(spec).comm_bytes
+        zero_stage = effective_zero_stage(spec)
+        profile = get_framework(spec.training.framework)
+        every_mb = zero_stage >= 2 and profile.sharding.reduce_every_microbatch
+        ops_key = self._ops_key(spec, zero_stage, profile)
+        context_key = (ops_key, id(compute), id(network), id(layout), p.zero_shard_group_size,
+                       p.vpp, tuple(hooks), p2p_bytes, every_mb)  # fmt: skip
+        context = self._contexts.get(context_key)
+        if context is None:
+            context = self._contexts[context_key] = _Context(
+                self._chunks(spec, ops_key, p.pp * p.vpp)
+            )
+        setup = _Setup(
+            spec, compute, network, layout, ranks, dp_axis, hooks, p2p_bytes, context,
+            zero_stage, profile, make_shard(spec).recipe,
+        )  # fmt: skip
+        name = p.pipeline_schedule if p.pp > 1 else "1f1b"
+        chunks = context.chunks
+        m = p.num_microbatches
+        result = None
+        for warmup in WARMUP_STAGES.get(name, WARMUP_STAGES["default"]):
+            fewer = reduced_microbatches(p.pp, m, warmup)
+            if not fewer:
+                break
+            samples = [self._step(setup, name, count, chunks) for count in fewer]
+            result = _extend(samples, fewer, m)
+            if result is not None:
+                break
+        if fewer:
+            self.stats["extrapolated" if result is not None else "not_linear"] += 1
+        if result is None:
+            result = self._step(setup, name, m, chunks)
+        step, compute_s, exposed, actions = result
+        return StepEstimate(
+            step_time_s=step,
+            compute_s=compute_s,
+            exposed_comm_s=exposed,
+            bubble_s=max(0.0, step - compute_s - exposed),
+            num_actions=actions,
+            wall_time_s=time.perf_counter() - began,
+        )
+
+    def _step(
+        self, setup: _Setup, name: str, num_microbatches: int, chunks: list[Chunk]
+    ) -> tuple[float, float, float, int]:
+        """(step, mean busy, mean exposed communication, actions) with that many microbatches."""
+        p = setup.spec.parallel
+        shape = schedule_shape(name, p.pp, num_microbatches, p.vpp)
+        table = []
+        known = setup.context.slots
+        for slot in shape.slots:
+            row = known.get(slot)
+            if row is None:
+                row = known[slot] = self._slot(setup, slot, chunks)
+            table.append(row)
+        step, busy, waited = self._chain(setup, shape, table)
+        num = len(setup.ranks)
+        return step, sum(busy) / num, sum(waited) / num, len(shape.rank)
+
+    # --- the chain of actions ---------------------------------------------------------
+
+    def _chain(
+        self,
+        setup: _Setup,
+        shape: ScheduleShape,
+        table: list[tuple[float, float, float, ActionTiming]],
+    ) -> tuple[float, list[float], list[float]]:
+        """Run the compiled schedule: returns the step and per-rank busy and waited time."""
+        num = len(setup.ranks)
+        key = (shape.key, tuple(row[:3] for row in table))
+        chained = self._chains.get(key)
+        if chained is None:
+            chained = self._chains[key] = _chain_actions(shape, table, num)
+        compute_free, hold, pp_free, marks = chained
+        busy, waited = [0.0] * num, [0.0] * num
+        for k, slot in enumerate(shape.slots):
+            timing = table[k][3]
+            busy[slot.rank] += shape.slot_counts[k] * timing.busy_s
+            waited[slot.rank] += shape.slot_counts[k] * (timing.compute_end_s - timing.busy_s)
+        step = 0.0
+        for r in range(num):
+            key = (shape.grad_actions[r], setup.grad_key)
+            grads = setup.context.grads.get(key)
+            if grads is None:
+                grads = setup.context.grads[key] = self._grads(setup, r, shape.grad_actions[r])
+            last, opt_busy, opt_waited = grads.finish(
+                marks[r], compute_free[r], hold[r], pp_free[r]
+            )
+            busy[r] += opt_busy
+            waited[r] += opt_waited
+            step = max(step, last)
+        return step, busy, waited
+
+    def _grads(self, setup: _Setup, r: int, actions: tuple[Slot, ...]) -> _Gradients:
+        """The rank's gradient buckets, optimizer and parameter gather (see :class:`_Gradients`).
+
+        The builder's reducer, replayed on sizes: an action *reduces* if it owns its chunk's
+        gradients (its last weight-gradient pass on the rank), or computes any when the stack
+        reduces after every microbatch (ZeRO >= 2 under FSDP and DeepSpeed). A reducing
+        action adds its layers' gradients one by one in the order they finish and, with
+        overlap, issues a bucket once it holds ``grad_bucket_size_bytes`` (every layer for
+        FSDP's per-unit ZeRO-3 reduce-scatter); after every microbatch the stacks that do
+        so flush it, and the rest goes after the rank's last compute. ZeRO 0 all-reduces a
+        bucket over the data-parallel group; ZeRO >= 1 reduce-scatters it over the shard
+        group and, under hybrid sharding, all-reduces the shard across groups (on a stream
+        of its own after the backward when that is not overlapped).
+        """
+        spec, p = setup.spec, setup.spec.parallel
+        grad_bytes = GRAD_BYTES[spec.training.grad_reduce_dtype]
+        rank, network, stage = setup.ranks[r], setup.network, setup.zero_stage
+        sharding = setup.profile.sharding
+        group = self._group(setup.layout, rank, setup.dp_axis, p)
+        shard, replica = self._split(group, rank, p.zero_shard_group_size)
+        per_unit = stage == 3 and sharding.reduce_scatter_granularity == "per_unit"
+        bucket_bytes = 1 if per_unit else p.grad_bucket_size_bytes
+        every_mb = stage >= 2 and sharding.reduce_every_microbatch
+        overlap_replica = p.overlap_replica_grad_reduce is not False
+        durations: dict[float, Flush] = {}
+
+        def bucket(offset: float | None, size: float) -> Flush:
+            found = durations.get(size)
+            if found is None:
+                grad_s = replica_s = 0.0
+                issues = size > 0 and len(group) > 1
+                if issues and stage == 0:
+                    grad_s = self._collective_s(network, "all_reduce", group, size)
+                elif issues:
+                    if len(shard) > 1:
+                        grad_s = self._collective_s(network, "reduce_scatter", shard, size)
+                    if len(replica) > 1:
+                        across = self._collective_s(
+                            network, "all_reduce", replica, size / len(shard)
+                        )
+                        if overlap_replica:
+                            grad_s += across
+                        else:
+                            replica_s = across
+                found = durations[size] = (None, grad_s, replica_s, float(issues))
+            return (offset, *found[1:])
+
+        flushes: list[tuple[Flush, ...]] = []
+        pending, elements, fp8_elements = 0.0, 0, 0
+        for slot in actions:
+            chunk = setup.context.chunks[slot.chunk]
+            per_layer, total, fp8 = chunk.source.elements(chunk)
+            if slot.owns_grads:
+                elements += total
+                fp8_elements += fp8
+            found: list[Flush] = []
+            if slot.owns_grads or every_mb:
+                timing = setup.context.slots[slot][3]
+                for layer, layer_end in timing.layer_end_s:
+                    pending += per_layer.get(layer, 0) * grad_bytes
+                    if setup.hooks[r] and pending >= bucket_bytes:
+                        found.append(bucket(layer_end, pending))
+                        pending = 0.0
+                if every_mb:
+                    found.append(bucket(None, pending))
+                    pending = 0.0
+            flushes.append(tuple(found))
+        factor = len(shard) if stage >= 1 else 1
+        step: tuple[Op, ...] = (optimizer_op(elements / factor, spec.training.optimizer),)
+        if fp8_elements:  # the FP8 weight copies are refreshed once per step
+            step += (weight_cast_op(fp8_elements, setup.fp8_recipe),)
+        gather = 0.0
+        gathers_after = stage == 1 or (
+            stage == 2 and sharding.zero2_param_gather == "after_optimizer"
+        )
+        if gathers_after and len(shard) > 1:
+            gather = self._collective_s(network, "all_gather", shard, elements * ACT_BYTES)
+        return _Gradients(
+            actions=tuple(flushes),
+            tail=bucket(None, pending),
+            optimizer_s=setup.compute.task_time_s(step),
+            gather_s=gather,
+        )
+
+    # --- slots: one kind of action's timing ---------------------------------------------
+
+    def _slot(
+        self, setup: _Setup, slot: Slot, chunks: list[Chunk]
+    ) -> tuple[float, float, float, ActionTiming]:
+        """(compute end, tail end, transfer time, timing) of a slot's actions from their start."""
+        timing = self._slot_timing(setup, slot, chunks)
+        p2p_s = 0.0
+        if slot.peer >= 0:
+            src, dst = setup.ranks[slot.rank], setup.ranks[slot.peer]
+            size = setup.p2p_bytes
+            key = (id(setup.network), "p2p", src, dst, size)
+            p2p_s = self._comm_s.get(key, -1.0)
+            if p2p_s < 0:
+                p2p_s = self._comm_s[key] = setup.network.p2p_time_s(src, dst, size)
+        return timing.compute_end_s, timing.tail_end_s, p2p_s, timing
+
+    def _slot_timing(self, setup: _Setup, slot: Slot, chunks: list[Chunk]) -> ActionTiming:
+        """Timing of a slot's chunk action on its rank, shared by all equal-timed ranks.
+
+        Two ranks' actions of equal chunks time alike when every collective of the chunk
+        takes as long on both ranks' groups: the key holds those times (the rank's
+        *signature*), so stages of a pipeline and configurations of a search share timings.
+        """
+        chunk = chunks[slot.chunk]
+        reduces = slot.owns_grads or (setup.every_mb and slot.computes_grads)
+        hooks = reduces and setup.hooks[slot.rank]
+        found = setup.context.signatures.get((slot.rank, slot.chunk))
+        if found is None:
+            found = setup.context.signatures[(slot.rank, slot.chunk)] = self._signature(
+                setup, setup.ranks[slot.rank], chunk
+            )
+        models, groups = found
+        key = (id(chunk.source), len(chunk.layers), chunk.base, slot.body, hooks, models)
+        timing = self._timings.get(key)
+        if timing is None:
+            compute, network = setup.compute, setup.network
+
+            def comm_s(op: Op) -> float:
+                return self._collective_s(network, op.comm, groups[op.axis], op.comm_bytes)
+
+            def walker(plan: SegmentPlan) -> ActionTiming:
+                walk_key = (id(plan), models)  # plans are cached by their source: stable ids
+                done = self._walks.get(walk_key)
+                if done is None:
+                    done = self._walks[walk_key] = walk(
+                        plan, lambda ops: self._task(compute, ops), comm_s
+                    )
+                return done
+
+            timing = self._timings[key] = chunk.timing(slot.body, hooks, walker)
+        return timing
+
+    def _signature(
+        self, setup: _Setup, rank: int, chunk: Chunk
+    ) -> tuple[tuple[Any, ...], dict[str, tuple[int, ...]]]:
+        """(models key, groups by axis) of a chunk on a rank: what its timing depends on."""
+        p = setup.spec.parallel
+        probe = chunk.probe
+        key = (id(setup.network), id(setup.layout), rank, p.zero_shard_group_size,
+               id(chunk.source), probe.start, probe.stop)  # fmt: skip
+        found = self._signatures.get(key)
+        if found is None:
+            keys = chunk.source.comm_keys(probe)
+            groups = {axis: self._group(setup.layout, rank, axis, p) for axis, _, _ in keys}
+            signature = tuple(
+                self._collective_s(setup.network, kind, groups[axis], size)
+                for axis, kind, size in keys
+            )
+            found = self._signatures[key] = (signature, groups)
+        return (id(setup.compute), found[0]), found[1]
+
+    # --- models, layouts, chunks ------------------------------------------------------
+
+    def _models(self, spec: ExperimentSpec) -> tuple[Any, Any]:
+        """The compute and network models ``simulate`` would use, built once per setting."""
+        from simtrain.api import check_hardware, compute_model_for, network_model_for
+
+        hardware = f"{self._dump(spec.cluster)}|{self._dump(spec.training)}"
+        compute = self._compute.get(hardware)
+        if compute is None:
+            check_hardware(spec)
+            compute = self._compute[hardware] = compute_model_for(spec)
+        p = spec.parallel
+        net_key = (hardware, self._dump(spec.simulation), p.tp, p.cp, p.dp, p.pp, p.ep,
+                   p.rank_order)  # fmt: skip
+        network = self._network.get(net_key)
+        if network is None:
+            network = self._network[net_key] = network_model_for(spec)
+        return compute, network
+
+    def _stage_ranks(self, layout: RankLayout) -> list[int]:
+        """The simulated rank of each pipeline stage (the builder's symmetry reduction)."""
+        key = ("stages", id(layout))
+        ranks = self._groups.get(key)
+        if ranks is None:
+            pp = layout.degrees["pp"]
+            ranks = self._groups[key] = tuple(layout.rank({"pp": s}) for s in range(pp))
+        return list(ranks)
+
+    def _layout(self, spec: ExperimentSpec) -> RankLayout:
+        p = spec.parallel
+        key = (p.tp, p.cp, p.dp, p.pp, p.ep, p.rank_order)
+        layout = self._layouts.get(key)
+        if layout is None:
+            layout = self._layouts[key] = RankLayout.from_spec(p)
+        return layout
+
+    def _group(self, layout: RankLayout, rank: int, axis: str, p: Any) -> tuple[int, ...]:
+        """The rank's process group along ``axis``, as the builder resolves it."""
+        key = (id(layout), rank, axis, p.zero_shard_group_size)
+        group = self._groups.get(key)
+        if group is None:
+            if axis == SHARD_AXIS:
+                dp_axis = "dp-cp" if p.cp > 1 else "dp"
+                group = self._shard(layout, rank, dp_axis, p)
+            else:
+                group = tuple(layout.group_of(rank, axis))
+            self._groups[key] = group
+        return group
+
+    def _shard(self, layout: RankLayout, rank: int, dp_axis: str, p: Any) -> tuple[int, ...]:
+        group = self._group(layout, rank, dp_axis, p)
+        return self._split(group, rank, p.zero_shard_group_size)[0]
+
+    def _split(
+        self, group: tuple[int, ...], rank: int, shard_size: int | None
+    ) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """The rank's ZeRO shard and replica groups (the builder's ``shard_groups``)."""
+        key = ("split", id(group), rank, shard_size)
+        split = self._groups.get(key)
+        if split is None:
+            split = self._groups[key] = shard_groups(group, rank, shard_size)  # type: ignore[assignment]
+        return split  # type: ignore[return-value]
+
+    def _chunks(self, spec: ExperimentSpec, ops_key: str, num_chunks: int) -> list[Chunk]:
+        """The experiment's model chunks, their ops shared with every spec of equal ops."""
+        shard = None
+        chunks = []
+        for c, layers in enumerate(chunk_layers(spec.model.num_layers, num_chunks)):
+            first, last = c == 0, c == num_chunks - 1
+            source = self._sources.get((ops_key, first, last))
+            if source is None:
+                shard = shard or make_shard(spec)
+                source = self._sources[(ops_key, first, last)] = ChunkSource(
+                    spec, shard, first, last
+                )
+            chunks.append(Chunk(source, layers, *chunk_base(spec, layers)))
+        return chunks
+
+    def _ops_key(self, spec: ExperimentSpec, zero_stage: int, profile: Any) -> str:
+        """What a chunk's ops depend on: everything but scheduling and placement fields.
+
+        The ZeRO stage matters only through the parameter gathers the builder inserts:
+        everywhere under ZeRO-3, in the first forward under FSDP's ZeRO-2.
+        """
+        p = spec.parallel
+        parallel = {
+            k: v for k, v in p.model_dump(mode="json").items() if k not in _SCHEDULING_FIELDS
+        }
+        sharded = (p.dp or 1) * p.cp > 1
+        forward_gather = zero_stage == 2 and profile.sharding.zero2_param_gather == "forward"
+        parallel["param_gathers"] = sharded and (
+            "all" if zero_stage == 3 else "first_forward" if forward_gather else ""
+        )
+        ops = json.dumps(parallel, sort_keys=True)
+        return f"{self._dump(spec.model)}|{ops}|{self._dump(spec.training)}"
+
+    def _dump(self, section: Any) -> str:
+        """A spec section as canonical JSON, once per section object.
+
+        Specs are frozen, and a search builds its experiments from a few shared sections.
+        """
+        found = self._dumps.get(id(section))
+        if found is None or found[0] is not section:
+            text = json.dumps(section.model_dump(mode="json"), sort_keys=True)
+            found = self._dumps[id(section)] = (section, text)
+        return found[1]
+
+    # --- cached model calls -----------------------------------------------------------
+
+    def _task(self, compute: Any, ops: tuple[Op, ...]) -> float:
+        """``compute.task_time_s(ops)``, once per ops tuple (plans share their tuples)."""
+        key = (id(compute), id(ops))
+        cached = self._task_s.get(key)
+        if cached is None or cached[0] is not ops:
+            cached = self._task_s[key] = (ops, compute.task_time_s(ops))
+        return cached[1]
+
+    def _collective_s(self, network: Any, kind: str, group: tuple[int, ...], size: float) -> float:
+        key = (id(network), kind, id(group), size)  # groups are cached tuples: ids are stable
+        cached = self._comm_s.get(key)
+        if cached is None:
+            cached = self._comm_s[key] = network.collective_time_s(kind, group, size)
+        return cached
+
+
+WARMUP_STAGES: dict[str, tuple[int, ...]] = {
+    "default": (2, 6, 12),
+    "zb-h1": (6, 12, 24),
+    "zb-h2": (6, 12, 24),
+}
+"""Microbatches per pipeline stage before the reduced counts start, tried in turn until the
+step is linear there: from 2 (the least DualPipe runs; the other schedules are periodic from
+there). The zero-bubble schedules place their weight passes greedily and settle only after
+about 5·pp microbatches, or more when the backward is much longer than the forward (full
+recomputation); their first increments can repeat before changing, so they start at 6."""
+
+
+def reduced_microbatches(pp: int, num_microbatches: int, warmup: int = 2) -> tuple[int, ...]:
+    """Three smaller microbatch counts whose steps extrapolate to ``num_microbatches``, or ().
+
+    Once every stage is in its steady state, each further group of microbatches adds the
+    same time to the step (the schedule repeats), so the step is linear in the microbatch
+    count along counts ``Δ = pp`` apart (a multiple of pp, as the interleaved schedule needs;
+    even whenever DualPipe runs, which needs an even pp). The three counts are the first at least
+    ``warmup·pp`` that are congruent to ``num_microbatches`` modulo Δ; () when that saves
+    nothing. The caller checks that the three steps are linear, and tries a longer warm-up
+    or the full count if not.
+
+    Examples:
+        >>> reduced_microbatches(4, 512)
+        (8, 12, 16)
+        >>> reduced_microbatches(4, 702)
+        (10, 14, 18)
+        >>> reduced_microbatches(4, 30)
+        ()
+    """
+    delta = pp
+    first = warmup * pp
+    start = first + (num_microbatches - first) % delta
+    counts = (start, start + delta, start + 2 * delta)
+    return () if sum(counts) >= num_microbatches else counts
+
+
+def _extend(
+    samples: list[tuple[float, float, float, int]], counts: tuple[int, ...], target: int
+) -> tuple[float, float, float, int] | None:
+    """Extrapolate linear samples to ``target`` microbatches; None if they are not linear."""
+    (a, b, c), delta = samples, counts[1] - counts[0]
+    steps = (target - counts[2]) / delta
+    out = []
+    for i in range(3):
+        inc1, inc2 = b[i] - a[i], c[i] - b[i]
+        if abs(inc1 - inc2) > 1e-9 * max(1.0, abs(c[i])):
+            return None
+        out.append(c[i] + steps * inc2)
+    return out[0], out[1], out[2], c[3] + round(steps * (c[3] - b[3]))
+
+
+def estimate_step(spec: ExperimentSpec) -> StepEstimate:
+    """Estimate one step of ``spec`` with a fresh :class:`Estimator` (no shared caches)."""
+    return Estimator().estimate(spec)
