@@ -9,12 +9,8 @@ from importlib.metadata import PackageNotFoundError, version
 import numpy as np
 
 from simtrain.catalog import cluster_links, get_accelerator
-<<<<<<< HEAD
 from simtrain.catalog.calibrations import load_calibration_file
 from simtrain.compute.roofline import RooflineComputeModel, check_dtype
-=======
-from simtrain.compute.roofline import ComputeModel, RooflineComputeModel, check_dtype
->>>>>>> main
 from simtrain.engine import collective_choices, run_program
 from simtrain.engine.variability import speed_factors
 from simtrain.errors import SpecError
@@ -52,7 +48,8 @@ def compute_model_for(spec: ExperimentSpec) -> RooflineComputeModel:
     """The compute model of the experiment's accelerator, dtype, attention kernel and mode.
 
     Its constants are the catalog's calibration of the part, or the file that
-    ``cluster.calibration`` names.
+    ``cluster.calibration`` names. The engine and the analytical estimator
+    (:mod:`simtrain.estimator`) both time compute through this one model.
     """
     training = spec.training
     accelerator = get_accelerator(spec.cluster.accelerator)
@@ -107,15 +104,6 @@ def network_model_for(spec: ExperimentSpec) -> NetworkModel:
             stacklevel=2,
         )
     return AlphaBetaNetwork.from_cluster(spec.cluster)
-
-
-def compute_model_for(spec: ExperimentSpec) -> ComputeModel:
-    """The compute model of the experiment's accelerator and training dtype.
-
-    The engine and the analytical estimator (:mod:`simtrain.estimator`) both time compute
-    through this one model.
-    """
-    return RooflineComputeModel(get_accelerator(spec.cluster.accelerator), spec.training.dtype)
 
 
 def simulate(
