@@ -65,6 +65,7 @@ class _RankBuilder:
     instances: dict[str, int]
     dp_axis: str
     shard_size: int | None
+    gpus_per_node: int = 1
     waiting: list[Dep] = field(default_factory=list)
     deferred: list[int] = field(default_factory=list)
     last_compute: int | None = None
@@ -95,11 +96,15 @@ class _RankBuilder:
 
         ``dp_shard`` is the rank's ZeRO shard group: a contiguous slice of the
         data-parallel group (all of it unless hybrid sharding sets a smaller size).
+        ``ep_intra`` and ``ep_inter`` are the two hops of a DeepEP dispatch: the rank's
+        expert-parallel peers in its node, and those on its rail in other nodes.
         """
         group = self.groups.get(axis)
         if group is None:
             if axis == SHARD_AXIS:
                 group = shard_groups(self.group(self.dp_axis), self.rank, self.shard_size)[0]
+            elif axis in ("ep_intra", "ep_inter"):
+                group = ep_hop_group(self.group("ep"), self.rank, self.gpus_per_node, axis)
             else:
                 group = tuple(self.layout.group_of(self.rank, axis))
             self.groups[axis] = group
@@ -207,6 +212,8 @@ class ChunkOps:
     weight: tuple[Op, ...]  # the weight gradients alone
     layer_elements: dict[int, int]  # local weight elements per layer (-1: input embedding)
     fp8_elements: int  # local weight elements of FP8 linear layers (cast once per step)
+    # routed-expert weight elements per layer (part of layer_elements), reduced over edp
+    expert_elements: dict[int, int] = field(default_factory=dict)
 
     @property
     def weight_elements(self) -> int:
@@ -287,6 +294,7 @@ def chunk_ops(
         backward_input=tuple(backward_input),
         weight=weight,
         layer_elements={layer: sum(sizes) for layer, sizes in tensors.items()},
+        expert_elements=_expert_weight_elements(backward),
         fp8_elements=sum(op.m * op.n * op.batch for op in weight if op.dtype in FP8_DTYPES),
     )
 
@@ -308,6 +316,10 @@ def gathers_in_forward(spec: ExperimentSpec) -> bool:
 def make_shard(spec: ExperimentSpec) -> Shard:
     """How one rank's share of every layer is cut under the experiment's parallel settings."""
     p = spec.parallel
+    ep_nodes = 1
+    if p.ep > 1:  # nodes one expert-parallel group spans (ranks fill nodes in order)
+        group = make_layout(spec).group_of(0, "ep")
+        ep_nodes = len({rank // spec.cluster.gpus_per_node for rank in group})
     return Shard(
         p.micro_batch_size,
         p.tp,
@@ -318,6 +330,9 @@ def make_shard(spec: ExperimentSpec) -> Shard:
         spec.training.attention_kernel,
         p.cp_algorithm,
         spec.training.fp8_recipe or "delayed",  # the default recipe of dtype fp8
+        etp=p.expert_tp,
+        dispatcher=p.moe_dispatcher,
+        ep_nodes=ep_nodes,
     )
 
 
@@ -334,6 +349,15 @@ def p2p_op(spec: ExperimentSpec) -> Op:
 def make_layout(spec: ExperimentSpec) -> RankLayout:
     """The rank layout of the experiment's parallel degrees and order."""
     return RankLayout.from_spec(spec.parallel)
+
+
+def _expert_weight_elements(ops: Sequence[Op]) -> dict[int, int]:
+    """Local routed-expert weight elements per layer (replicated only over edp)."""
+    per_layer: dict[int, int] = defaultdict(int)
+    for op in ops:
+        if op.kind == "gemm" and op.phase == "bwd_weight" and op.name.startswith("expert_"):
+            per_layer[op.layer] += op.m * op.n * op.batch
+    return dict(per_layer)
 
 
 def _layer_weight_tensors(ops: Sequence[Op]) -> dict[int, list[int]]:
@@ -442,6 +466,7 @@ class _StepAssembler:
             self.instances,
             self.dp_axis,
             p.zero_shard_group_size,
+            self.spec.cluster.gpus_per_node,
         )
         actions = self.actions_by_stage[self.layout.coords(rank)["pp"]]
         split = split_backwards(actions)
@@ -455,6 +480,14 @@ class _StepAssembler:
             bucket,
             overlap_replica=p.overlap_replica_grad_reduce is not False,
         )
+        # Routed experts are replicated only over the expert-data-parallel group.
+        experts = _GradientReducer(
+            rb,
+            self.zero_stage,
+            bucket,
+            overlap_replica=p.overlap_replica_grad_reduce is not False,
+            expert=True,
+        )
         # FSDP and DeepSpeed reduce sharded gradients after every microbatch's backward.
         every_mb = self.zero_stage >= 2 and sharding.reduce_every_microbatch
         first_forward: dict[int, int] = {}  # chunk -> microbatch of its first forward
@@ -465,12 +498,12 @@ class _StepAssembler:
             for i, a in enumerate(actions)
             if a.kind == "W" or (a.kind == "B" and (a.stage, a.microbatch) not in split)
         }
-        hooks = p.overlap_grad_reduce and len(grads.group) > 1
+        hooks = p.overlap_grad_reduce and max(len(grads.group), len(experts.group)) > 1
         # Transfers are keyed by pipeline (its first rank) so that, in full mode, a stage
         # waits for the send of its own pipeline replica.
         pipeline = rb.group("pp")[0]
         position_of = {action: i for i, action in enumerate(actions)}
-        totals = {"elements": 0, "fp8": 0}
+        totals = {"elements": 0, "experts": 0, "fp8": 0}
 
         def run(action: Action) -> Iterator[None]:
             """Emit one action; pauses where a paired action may fill a wait."""
@@ -498,33 +531,41 @@ class _StepAssembler:
             if action.kind == "B" and chunk > 0:
                 after = [rb.last_compute] if rb.last_compute is not None else []
                 self._send(rb, f"{pipeline}:B{chunk}:{mb}", chunk - 1, label, chunk, mb, after)
+            ops = self.chunks[chunk]
             if owns_grads:
-                totals["elements"] += self.chunks[chunk].weight_elements
-                totals["fp8"] += self.chunks[chunk].fp8_elements
+                totals["elements"] += ops.weight_elements
+                totals["experts"] += sum(ops.expert_elements.values())
+                totals["fp8"] += ops.fp8_elements
             if reduces:
-                per_layer = self.chunks[chunk].layer_elements
                 for layer, task in last_of_layer.items():
-                    grads.add(per_layer.get(layer, 0) * self.grad_bytes, task, overlap=hooks)
+                    routed = ops.expert_elements.get(layer, 0)
+                    dense = ops.layer_elements.get(layer, 0) - routed
+                    grads.add(dense * self.grad_bytes, task, overlap=hooks)
+                    experts.add(routed * self.grad_bytes, task, overlap=hooks)
                 if every_mb:
                     grads.flush(rb.last_compute)
+                    experts.flush(rb.last_compute)
 
         steps = paired_steps(actions) if p.overlap_ep_comm else [(a,) for a in actions]
         for step in steps:
             _interleave(rb, [run(action) for action in step])
-        local_elements, fp8_elements = totals["elements"], totals["fp8"]
+        expert_elements, fp8_elements = totals["experts"], totals["fp8"]
+        dense_elements = totals["elements"] - expert_elements
         grads.flush(rb.last_compute)
-        shard_factor = len(grads.shard) if self.zero_stage >= 1 else 1
-        rb.waiting += grads.tasks
-        step: tuple[Op, ...] = (
-            optimizer_op(local_elements / shard_factor, self.spec.training.optimizer),
-        )
+        experts.flush(rb.last_compute)
+        sharded = self.zero_stage >= 1
+        updated = dense_elements / (len(grads.shard) if sharded else 1)
+        updated += expert_elements / (len(experts.shard) if sharded else 1)
+        rb.waiting += grads.tasks + experts.tasks
+        step: tuple[Op, ...] = (optimizer_op(updated, self.spec.training.optimizer),)
         if fp8_elements:  # refresh the FP8 weight copies once per step
             step += (weight_cast_op(fp8_elements, self.fp8_recipe),)
         rb.emit(segment_ops(step, False), "optimizer", -1, -1)
         # ZeRO-3 gathers parameters layer by layer instead, and so does ZeRO-2 under FSDP
         # (in the next step's first forward).
         if self.zero_stage in (1, 2) and not gathers_in_forward(self.spec):
-            grads.all_gather_params(local_elements * ACT_BYTES, rb.last_compute)
+            grads.all_gather_params(dense_elements * ACT_BYTES, rb.last_compute)
+            experts.all_gather_params(expert_elements * ACT_BYTES, rb.last_compute)
 
 
 def _interleave(rb: _RankBuilder, flows: list[Iterator[None]]) -> None:
@@ -566,6 +607,8 @@ def _interleave(rb: _RankBuilder, flows: list[Iterator[None]]) -> None:
 class _GradientReducer:
     """Buckets one rank's gradients and issues their data-parallel reductions.
 
+    One reducer serves the dense parameters (the data-parallel group), another the routed
+    experts (``expert``: the expert-data-parallel group, edp ranks).
     ZeRO 0 all-reduces each bucket over the data-parallel group. ZeRO >= 1 reduce-scatters
     it over the shard group and, under hybrid sharding, all-reduces the shard across the
     shard groups; updated parameters are all-gathered over the shard group.
@@ -575,6 +618,7 @@ class _GradientReducer:
     zero_stage: int
     bucket_size_bytes: float
     overlap_replica: bool = True
+    expert: bool = False
     pending_bytes: float = 0.0
     tasks: list[int] = field(default_factory=list)
     group: tuple[int, ...] = ()
@@ -582,8 +626,13 @@ class _GradientReducer:
     replica: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
-        self.group = self.rb.group(self.rb.dp_axis)
-        self.shard, self.replica = shard_groups(self.group, self.rb.rank, self.rb.shard_size)
+        size = self.rb.shard_size
+        if self.expert:  # the expert-data-parallel group; hybrid shards at most over it
+            self.group = self.rb.group("edp")
+            size = min(size, len(self.group)) if size else None
+        else:
+            self.group = self.rb.group(self.rb.dp_axis)
+        self.shard, self.replica = shard_groups(self.group, self.rb.rank, size)
 
     def add(self, size_bytes: float, after: int, overlap: bool) -> None:
         """Gradients of ``size_bytes`` are ready once task ``after`` ends."""
@@ -644,18 +693,38 @@ class _GradientReducer:
             comm_bytes=size,
         )
         seq = len(self.tasks)
+        tag = "edp" if self.expert else "dp"
         return self.rb.add(
             Task(
                 self.rb.rank,
                 "dp_grad_comm" if extra_after is None else "dp_replica_comm",
-                f"dp:{name}",
+                f"{tag}:{name}",
                 "dp_comm",
                 (op,),
                 group=group,
-                collective_key=f"dp|{group[0]}|{seq}|{name}",
+                collective_key=f"{tag}|{group[0]}|{seq}|{name}",
             ),
             deps,
         )
+
+
+def ep_hop_group(
+    ep_group: tuple[int, ...], rank: int, gpus_per_node: int, hop: str
+) -> tuple[int, ...]:
+    """The expert-parallel peers of ``rank`` in its node (``ep_intra``) or on its rail.
+
+    Ranks fill nodes in order, so rank // gpus_per_node is the node and rank % gpus_per_node
+    the rail (the GPU's NIC).
+
+    Examples:
+        >>> ep_hop_group(tuple(range(16)), 5, 8, "ep_intra")
+        (0, 1, 2, 3, 4, 5, 6, 7)
+        >>> ep_hop_group(tuple(range(16)), 5, 8, "ep_inter")
+        (5, 13)
+    """
+    if hop == "ep_intra":
+        return tuple(r for r in ep_group if r // gpus_per_node == rank // gpus_per_node)
+    return tuple(r for r in ep_group if r % gpus_per_node == rank % gpus_per_node)
 
 
 def shard_groups(

@@ -36,7 +36,8 @@ RecomputeMode = Literal["none", "selective", "full"]
 class ParallelSpec(Spec):
     """Parallel degrees and batch shape.
 
-    World size = dp * tp * pp * cp; expert parallelism (ep) folds into dp * cp for MoE layers.
+    World size = dp * tp * pp * cp; for MoE layers the tp * cp * dp ranks of a stage are
+    re-split into etp * ep * edp (expert tensor, expert and expert data parallelism).
     """
 
     dp: int | None = bounded(None, gt=0, le=MAX_DEVICES, why=MAX_DEVICES_WHY)
@@ -57,6 +58,19 @@ class ParallelSpec(Spec):
     all_gather (K/V gathered first, as Llama 3) or ulysses (all-to-all over heads)."""
     ep: int = bounded(1, gt=0, le=MAX_DEVICES, why=MAX_DEVICES_WHY)
     """Expert-parallel degree for MoE layers."""
+    etp: int | None = bounded(None, gt=0, le=MAX_DEVICES, why=MAX_DEVICES_WHY)
+    """Expert tensor-parallel degree: each routed expert's matrices split over etp ranks;
+    omit for tp. With ep and edp it re-splits the tp x cp x dp ranks of a stage for the
+    expert layers (Megatron-Core's MoE parallel folding), so ep * etp must divide
+    tp * cp * dp."""
+    edp: int | None = bounded(None, gt=0, le=MAX_DEVICES, why=MAX_DEVICES_WHY)
+    """Expert data-parallel degree, tp * cp * dp / (ep * etp); omit to derive it (set, it
+    must equal that)."""
+    moe_dispatcher: Literal["alltoall", "deepep"] = "alltoall"
+    """How tokens reach their experts: alltoall (one all-to-all over the expert-parallel
+    group, a copy per routed expert, Megatron-Core's alltoall dispatcher) or deepep (two hops:
+    one RDMA copy per destination node to the GPU on the same rail, then NVLink to each
+    destination GPU, pipelined; FP8 dispatch under FP8 training; DeepSeek's DeepEP)."""
     zero_stage: Literal[0, 1, 2, 3] = 0
     """ZeRO stage of the data-parallel group: 0 replicated (DDP), 1 optimizer states sharded,
     2 plus gradients, 3 plus parameters (= FSDP full shard)."""
@@ -136,6 +150,17 @@ class ParallelSpec(Spec):
         """Microbatches per data-parallel rank per step (gradient accumulation steps)."""
         assert self.dp is not None, "dp is resolved by ExperimentSpec"
         return self.global_batch_size // (self.micro_batch_size * self.dp)
+
+    @property
+    def expert_tp(self) -> int:
+        """Expert tensor-parallel degree after applying the default (tp)."""
+        return self.etp or self.tp
+
+    @property
+    def expert_dp(self) -> int:
+        """Expert data-parallel degree: the tp * cp * dp ranks of a stage over ep * etp."""
+        assert self.dp is not None, "dp is resolved by ExperimentSpec"
+        return max(1, self.tp * self.cp * self.dp // (self.ep * self.expert_tp))
 
     @property
     def model_parallel_size(self) -> int:
