@@ -116,7 +116,7 @@ def _rank_host_tasks(
     indices: list[int],
 ) -> None:
     tasks = program.tasks
-    per_collective_s = _collective_cost(compute)
+    per_collective_s = collective_issue_s(compute)
     carry_s = 0.0  # issue time of the previous task not yet paid on the host stream
     sends: list[int] = []  # this rank's transfers since the previous compute task
     previous: int | None = None
@@ -150,7 +150,8 @@ def _rank_host_tasks(
         sends, previous = [], index
 
 
-def _collective_cost(compute: ComputeModel) -> float:
+def collective_issue_s(compute: ComputeModel) -> float:
+    """Host seconds to issue one collective (0 for a model without a host)."""
     host = getattr(compute, "host", None)
     return host.per_collective_s if host is not None else 0.0
 

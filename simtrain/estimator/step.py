@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from simtrain.catalog.frameworks import get_framework
+from simtrain.engine.host import collective_issue_s
 from simtrain.errors import SpecError
 from simtrain.estimator.chunks import Chunk, ChunkSource, chunk_base
 from simtrain.estimator.pipeline import ScheduleShape, Slot, schedule_shape
@@ -263,6 +264,7 @@ class Estimator:
     _timings: dict[tuple[Any, ...], ActionTiming] = field(default_factory=dict)
     _walks: dict[tuple[Any, ...], ActionTiming] = field(default_factory=dict)
     _task_s: dict[tuple[int, int], tuple[tuple[Op, ...], float]] = field(default_factory=dict)
+    _host_s: dict[tuple[int, int], tuple[tuple[Op, ...], float]] = field(default_factory=dict)
     _comm_s: dict[tuple[Any, ...], float] = field(default_factory=dict)
     _chains: dict[tuple[Any, ...], Any] = field(default_factory=dict)
     _signatures: dict[tuple[Any, ...], Any] = field(default_factory=dict)
@@ -513,7 +515,11 @@ class Estimator:
                 done = self._walks.get(walk_key)
                 if done is None:
                     done = self._walks[walk_key] = walk(
-                        plan, lambda ops: self._task(compute, ops), comm_s
+                        plan,
+                        lambda ops: self._task(compute, ops),
+                        comm_s,
+                        lambda ops: self._host(compute, ops),
+                        collective_issue_s(compute),
                     )
                 return done
 
@@ -654,6 +660,14 @@ class Estimator:
         cached = self._task_s.get(key)
         if cached is None or cached[0] is not ops:
             cached = self._task_s[key] = (ops, compute.task_time_s(ops))
+        return cached[1]
+
+    def _host(self, compute: Any, ops: tuple[Op, ...]) -> float:
+        """``compute.host_time_s(ops)``, once per ops tuple."""
+        key = (id(compute), id(ops))
+        cached = self._host_s.get(key)
+        if cached is None or cached[0] is not ops:
+            cached = self._host_s[key] = (ops, compute.host_time_s(ops))
         return cached[1]
 
     def _collective_s(self, network: Any, kind: str, group: tuple[int, ...], size: float) -> float:

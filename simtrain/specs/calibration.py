@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
-from simtrain.specs.base import Spec
+from simtrain.specs.base import Spec, bounded
 
 ExecutionMode = Literal["eager", "cuda_graphs", "compiled"]
 Provenance = Literal["fitted", "inherited", "assumed"]
@@ -30,16 +30,27 @@ class GemmCalibration(Spec):
     ceiling: dict[str, float]
     """Fraction of the dense peak that the best-shaped GEMM reaches, per dtype (a dtype not
     listed uses the ``bf16`` value)."""
-    tile_shapes: list[tuple[int, int]] = Field(min_length=1)
-    """Output tiles (rows, columns) the GEMM library chooses among, largest first."""
-    tile_reuse_penalty: float = Field(ge=0, le=100)
+    tile_shapes: tuple[tuple[int, int], ...] = Field(min_length=1)
+    """Output tiles (rows, columns) the GEMM library chooses among, largest first; each side
+    1 to 1,024 (GEMM libraries' CTA tiles are 16 to 256)."""
+    tile_reuse_penalty: float = bounded(
+        ge=0, le=100, why="100 already leaves only the largest tile"
+    )
     """How much a smaller tile loses to lower operand reuse: a tile of ``tm x tn`` runs at
     ``1 / (1 + p·128·(1/tm + 1/tn))`` relative to the largest tile (0: all tiles equal)."""
-    k_half: float = Field(ge=0, le=65536)
+    k_half: float = bounded(ge=0, le=65536, why="longer than any training GEMM's reduction")
     """Reduction length K at which the main loop reaches half speed (prologue, epilogue and
     pipeline fill amortised over K)."""
-    max_split_k: int = Field(default=8, ge=1, le=64)
+    max_split_k: int = bounded(8, ge=1, le=64, why="libraries split K at most a few dozen ways")
     """Largest split of K over CTAs the library uses for short, deep GEMMs."""
+
+    @field_validator("tile_shapes")
+    @classmethod
+    def _tiles_in_range(cls, tiles: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
+        bad = [t for t in tiles if not all(1 <= side <= 1024 for side in t)]
+        if bad:
+            raise ValueError(f"'gemm.tile_shapes' sides must be 1..1024 (got {bad[0]})")
+        return tiles
 
 
 class AttentionCalibration(Spec):
@@ -54,9 +65,11 @@ class AttentionCalibration(Spec):
     """Asymptotic forward efficiency by head dimension."""
     backward: dict[int, float]
     """Asymptotic backward efficiency by head dimension."""
-    seq_half: float = Field(ge=0, le=1e6)
+    seq_half: float = bounded(ge=0, le=1e6, why="a million tokens: beyond any context length")
     """Sequence length at which a non-causal kernel reaches half its asymptotic efficiency."""
-    causal_seq_half: float = Field(ge=0, le=1e6)
+    causal_seq_half: float = bounded(
+        ge=0, le=1e6, why="a million tokens: beyond any context length"
+    )
     """The same for a causal kernel (FLOPs counted as executed: the masked half skipped)."""
     source: str = ""
     """Where the kernel figures come from."""
@@ -69,10 +82,12 @@ class HostCalibration(Spec):
     of the device; when kernels are shorter than their issue cost, the host sets the pace.
     """
 
-    per_kernel_s: float = Field(ge=0, le=1e-2)
+    per_kernel_s: float = bounded(ge=0, le=1e-2, why="10 ms per kernel is 100x eager PyTorch")
     """Host time to dispatch and launch one operator of the program (framework dispatch,
     autograd bookkeeping and the launch call; an operator may be a few framework kernels)."""
-    per_collective_s: float = Field(ge=0, le=1e-2)
+    per_collective_s: float = bounded(
+        ge=0, le=1e-2, why="10 ms per collective is 100x an eager issue"
+    )
     """Host time to issue one collective or point-to-point transfer."""
 
 
@@ -113,17 +128,17 @@ class ComputeCalibration(Spec):
     """Per-shape GEMM model parameters."""
     attention: dict[str, AttentionCalibration]
     """Fused attention families this part runs (``flash``, ``flash3``, ``cudnn``)."""
-    sustained_compute_fraction: float = Field(default=1.0, gt=0, le=1)
+    sustained_compute_fraction: float = bounded(1.0, gt=0, le=1, why="a fraction of the peak")
     """Fraction of the benchmarked matrix throughput (GEMM and fused attention) that a whole
     training step sustains: kernel benchmarks run in short bursts, while a training step
     runs at the board's power limit for minutes (lower clocks) with the layouts, epilogues
     and back-to-back kernels real training uses. Fitted end to end on measured runs."""
-    memory_efficiency: float = Field(gt=0, le=1)
+    memory_efficiency: float = bounded(gt=0, le=1, why="a fraction of the HBM bandwidth")
     """Fraction of peak HBM bandwidth that memory-bound kernels (norms, activations,
     softmax, optimizer) reach."""
-    kernel_overhead_s: float = Field(ge=0, le=1e-3)
+    kernel_overhead_s: float = bounded(ge=0, le=1e-3, why="1 ms is 100x a kernel launch")
     """Device-side fixed cost per kernel (launch latency, prologue and tail)."""
-    collective_sms: int = Field(default=0, ge=0, le=1024)
+    collective_sms: int = bounded(0, ge=0, le=1024, why="more SMs than any accelerator has")
     """SMs (CUs) a running collective kernel occupies (one CTA per NCCL/RCCL channel); compute
     that overlaps communication runs its GEMM and attention tiles on the remaining ones."""
     host: dict[ExecutionMode, HostCalibration]

@@ -52,13 +52,14 @@ def calibration_for(accelerator: str) -> ComputeCalibration:
                 update={
                     "accelerators": [accelerator],
                     "provenance": "inherited",
-                    "source": f"{cal.accelerators[0]}'s fit (same silicon): {cal.source}",
+                    "source": f"{cal.accelerators[0]}'s fit: same silicon; {cal.source}",
                 }
             )
     base = calibrations()[INHERIT_FROM]
     return base.model_copy(
         update={
             "name": f"{INHERIT_FROM}-fractions",
+            "collective_sms": _collective_units(accelerator, base),
             "accelerators": [accelerator],
             "provenance": "assumed",
             "source": (
@@ -68,6 +69,23 @@ def calibration_for(accelerator: str) -> ComputeCalibration:
             "fit": None,
         }
     )
+
+
+def _collective_units(accelerator: str, base: ComputeCalibration) -> int:
+    """Compute units a collective takes on a part without its own calibration.
+
+    GPUs run collectives as kernels on their SMs/CUs: the same share of the device as on the
+    base part. TPUs move collective data with DMA engines beside the matrix units, so
+    collectives take none of them.
+    """
+    from simtrain.catalog import ACCELERATORS
+
+    part = ACCELERATORS.get(accelerator)
+    donor = ACCELERATORS.get(base.accelerators[0])
+    if part is None or donor is None or part.vendor == "google":
+        return 0
+    share = base.collective_sms / donor.num_compute_units
+    return round(share * part.num_compute_units)
 
 
 def load_calibration_file(path: str | Path) -> ComputeCalibration:
