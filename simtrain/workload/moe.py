@@ -82,7 +82,7 @@ def bins_hit(picks: int, items: float, bins: float) -> float:
 
     Examples:
         >>> round(bins_hit(8, 256, 8), 3)  # DeepSeek-V3's 8 experts over 8 nodes, no limit
-        5.317
+        5.295
         >>> bins_hit(2, 8, 1)
         1.0
     """
@@ -107,7 +107,7 @@ def destinations(model: ModelSpec, ep: int, nodes: int) -> tuple[float, float]:
         ...               seq_length=8, num_experts=256, moe_top_k=8,
         ...               moe_router_num_groups=8, moe_router_group_topk=4)
         >>> [round(x, 2) for x in destinations(m, ep=64, nodes=8)]
-        [3.63, 7.03]
+        [3.63, 7.36]
     """
     k, experts = model.moe_top_k, float(model.num_experts)
     reach_nodes, reach_gpus = float(nodes), float(ep)
