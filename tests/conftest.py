@@ -38,6 +38,10 @@ LLAMA_TINY: dict[str, Any] = {
 }
 
 
+NO_VARIABILITY: dict[str, float] = {"rank_speed_cv": 0.0, "straggler_probability": 0.0}
+"""``simulation.variability`` with every rank at its nominal speed."""
+
+
 def experiment_dict(model: dict[str, Any] | None = None, **sections: Any) -> dict[str, Any]:
     """A small valid experiment (2 x 8 H100 unless overridden) as a plain dict."""
     data: dict[str, Any] = {
@@ -45,6 +49,9 @@ def experiment_dict(model: dict[str, Any] | None = None, **sections: Any) -> dic
         "model": dict(model or GPT_TINY),
         "parallel": {"global_batch_size": 16, "micro_batch_size": 1},
         "cluster": {"accelerator": "H100-SXM", "num_gpus": 16, "gpus_per_node": 8},
+        # Rank speeds fixed, so mechanisms can be checked exactly; tests of variability
+        # set it (tests/engine/test_variability.py).
+        "simulation": {"variability": dict(NO_VARIABILITY)},
     }
     for key, value in sections.items():
         data[key] = {**data.get(key, {}), **value}

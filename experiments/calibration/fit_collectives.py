@@ -146,8 +146,8 @@ def write(overheads: dict[str, float], report: list[dict]) -> None:
             "accelerators": accelerators,
             "provenance": "inherited",
             "launch_overhead_s": float(f"{overheads[parent]:.4g}"),
-            "source": f"inherited from {parent} (no measured collective curve in the reference "
-            "set)",
+            "source": f"inherited from {parent}, fitted on {FAMILIES[parent][1]} (no measured "
+            f"collective curve of {' or '.join(accelerators)} in the reference set)",
         }
         (CALIBRATIONS / f"{family}.yaml").write_text(
             yaml.safe_dump(data, sort_keys=False, allow_unicode=True)

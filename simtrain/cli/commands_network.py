@@ -233,8 +233,9 @@ def collective(
         str | None,
         typer.Option(
             "--routing",
-            help="Flow model on a Clos: ecmp (hashed paths, collisions) or adaptive "
-            "(least-loaded paths); default: the file's cluster.topology.clos_routing.",
+            help="On a Clos: ecmp (hashed paths: the flow model routes every flow by its "
+            "hash, nccl charges the expected collision loss) or adaptive (least-loaded "
+            "paths); default: the file's cluster.topology.clos_routing.",
         ),
     ] = None,
     seed: Annotated[

@@ -67,13 +67,14 @@ def bisection_report(cluster: ClusterSpec, seed: int = 0) -> BisectionReport | N
     if topology.clos is None or topology.num_nodes < 2:
         return None
     spec = cluster.topology
-    routing = "adaptive" if spec.clos_routing == "ecmp" else "ecmp"
+    current = spec.clos_routing or "ecmp"  # the flow model's default
+    routing = "adaptive" if current == "ecmp" else "ecmp"
     other = build_topology(
         cluster.model_copy(update={"topology": spec.model_copy(update={"clos_routing": routing})}),
         seed,
     )
     measured = {
-        spec.clos_routing: achieved_bisection_bytes_per_s(topology),
+        current: achieved_bisection_bytes_per_s(topology),
         routing: achieved_bisection_bytes_per_s(other),
     }
     return BisectionReport(

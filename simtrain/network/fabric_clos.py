@@ -13,7 +13,17 @@ the ring's hops leave their leaf, the leaf's N NICs push N·f flows into uplinks
 U, and each flow gets at most U / (N·f); likewise for the hops that leave their pod and the
 pod's spine-to-core capacity. An oversubscribed tier therefore costs nothing to rings that
 stay below it (consecutive nodes on one leaf) and 1/r to rings whose every hop crosses it.
-ECMP collisions are not in this closed form (see the flow model).
+
+That even spread is what adaptive routing achieves. When the topology hashes
+(``clos_routing: ecmp``), each connection's flows (``ecmp_flows_per_connection``) pick their
+uplink by a hash, so the n flows leaving a switch land on its m uplinks as balls in bins:
+the busiest uplink carries about the typical maximum of Binomial(n, 1/m) over every such
+link of the job, not n / m. Its flows share it, and a connection, whose bytes are split
+evenly over its flows, finishes with its slowest flow: the tier then gives a connection
+``flows x link bandwidth / busiest link's flows``. The same holds for the links down to the
+destination leaf (the spine is chosen by the same hash) and for the pod's links to the
+cores. The flow model (``network_model: flow``) routes every flow by its actual hash; this
+is the expected outcome of the same process, without routing.
 
 On rail networks (rail_optimized, rail_only) NCCL's PXN moves traffic bound for another rail
 over the node fabric to the GPU on that rail first (``topology/routing.py``): rings stay on
@@ -21,6 +31,9 @@ their rail, and all-to-all exchanges load the node fabric with the forwarded byt
 """
 
 from __future__ import annotations
+
+import math
+from functools import lru_cache
 
 import numpy as np
 
@@ -71,11 +84,13 @@ def clos_view(topology: Topology, cluster: ClusterSpec, devices: np.ndarray) -> 
     nic_bw = out.effective_bandwidth_bytes_per_s
     ring_rate = exchange_rate = nic_bw
     if topology.clos is not None:
+        spec = cluster.topology
+        flows = spec.ecmp_flows_per_connection if spec.clos_routing == "ecmp" else 0
         src, dst, rails = _ring_hops(devices, by_node, g, nics, channels)
-        ring_rate = min(nic_bw, _tier_limit(topology, topology.clos, src, dst, rails))
+        ring_rate = min(nic_bw, _tier_limit(topology, topology.clos, src, dst, rails, flows))
         src, dst = _exchange_pairs(np.array([devices[r[0]] // g for r in by_node]))
         rail = np.zeros(src.size, dtype=np.int64)
-        exchange_rate = min(nic_bw, _tier_limit(topology, topology.clos, src, dst, rail))
+        exchange_rate = min(nic_bw, _tier_limit(topology, topology.clos, src, dst, rail, flows))
     inter = Tier(
         bandwidth_bytes_per_s=channels * ring_rate,
         latency_s=out.latency_s,
@@ -166,8 +181,13 @@ def _tier_limit(
     src_node: np.ndarray,
     dst_node: np.ndarray,
     rail: np.ndarray,
+    flows: int = 0,
 ) -> float:
-    """Most one flow gets when every NIC carries these hops' crossing pattern (SPMD)."""
+    """Most one connection gets when every NIC carries these hops' crossing pattern (SPMD).
+
+    ``flows``: flows per connection hashed onto the equal-cost uplinks (0: spread evenly, as
+    adaptive routing does); see the module docstring.
+    """
     limit = np.inf
     if clos.leaf_up is None:
         return limit
@@ -181,6 +201,13 @@ def _tier_limit(
         leaves = np.unique(src_leaf[cross_leaf])
         uplink = bw[clos.leaf_up[leaves]].sum(axis=1)
         limit = min(limit, float((uplink / (nics_on_leaf[leaves] * share)).min()))
+        if flows:
+            links = bw[clos.leaf_up[leaves]]
+            # up from every leaf of the job, and down to every leaf (same hashed spine)
+            bins = 2 * clos.leaf_up.size
+            limit = min(
+                limit, _hashed_rate(float(nics_on_leaf[leaves].max() * share), links, flows, bins)
+            )
     if clos.spine_up is not None:
         src_pod = clos.group_of_leaf[src_leaf]
         cross_pod = src_pod != clos.group_of_leaf[dst_leaf]
@@ -192,4 +219,52 @@ def _tier_limit(
             )
             uplink = bw[clos.spine_up[pods]].reshape(pods.size, -1).sum(axis=1)
             limit = min(limit, float((uplink / (nics_in_pod[pods] * share)).min()))
+            if flows:
+                links = bw[clos.spine_up[pods]]
+                bins = 2 * clos.spine_up.size
+                connections = float(nics_in_pod[pods].max() * share)
+                limit = min(limit, _hashed_rate(connections, links, flows, bins))
     return limit
+
+
+def _hashed_rate(connections: float, links: np.ndarray, flows: int, bins: int) -> float:
+    """Rate of the slowest connection under hashed routing (module docstring).
+
+    One switch's ``connections`` connections of ``flows`` flows each hash uniformly onto its
+    equal-cost links (``links``: their bandwidths, one row per switch); the pattern repeats
+    on ``bins`` links of the job.
+    """
+    n = max(1, round(connections * flows))
+    busiest = typical_max_load(n, links.reshape(links.shape[0], -1).shape[1], bins)
+    return flows * float(links.mean()) / busiest
+
+
+@lru_cache(maxsize=1024)
+def typical_max_load(balls: int, bins_per_switch: int, bins: int) -> int:
+    """Median load of the busiest of ``bins`` bins, each switch hashing ``balls`` balls.
+
+    Every switch throws ``balls`` balls uniformly into its ``bins_per_switch`` bins; the
+    result is the smallest c with P(Binomial(balls, 1/bins_per_switch) <= c) ** bins >= 1/2
+    (bins taken as independent).
+
+    Examples:
+        >>> typical_max_load(16, 1, 100)  # one uplink carries every flow
+        16
+        >>> typical_max_load(16, 16, 16_384)  # one flow per uplink on average, 16K links
+        6
+    """
+    if bins_per_switch == 1:
+        return balls
+    p = 1.0 / bins_per_switch
+    k = np.arange(balls + 1)
+    log_pmf = (
+        np.array(
+            [math.lgamma(balls + 1) - math.lgamma(j + 1) - math.lgamma(balls - j + 1) for j in k]
+        )
+        + k * math.log(p)
+        + (balls - k) * math.log1p(-p)
+    )
+    tail = np.cumsum(np.exp(log_pmf)[::-1])[::-1]  # tail[c] = P(X >= c)
+    above = np.append(tail[1:], 0.0)  # P(X > c)
+    ok = -bins * np.log1p(-np.minimum(above, 1 - 1e-300)) <= math.log(2)
+    return max(1, int(np.argmax(ok)))

@@ -10,9 +10,10 @@ calibrated fixed cost per call (``simtrain/catalog/collective_calibrations``) is
 
 It is as fast as a table lookup after the first call on a group (results are cached by
 kind, group and size) and, unlike a plain alpha-beta ring, a user who changes the topology
-(oversubscription, rails, a torus shape, NVLS or SHARP switches) sees the difference. It
-does not model contention between different collectives or ECMP hash collisions: that is
-the flow model's job (``simulation.network_model: flow``).
+(oversubscription, rails, a torus shape, NVLS or SHARP switches) sees the difference. On a
+Clos whose topology says ``clos_routing: ecmp`` it charges the expected loss to hash
+collisions (``fabric_clos``). It does not model contention between different collectives:
+that is the flow model's job (``simulation.network_model: flow``).
 """
 
 from __future__ import annotations

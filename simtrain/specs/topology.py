@@ -64,11 +64,21 @@ class TopologySpec(Spec):
     )
     """Spine switches per pod (and per rail plane for rail_only), each reached by one uplink
     of every leaf; omit for switch_radix / 2."""
-    clos_routing: Literal["ecmp", "adaptive"] = "ecmp"
-    """How the flow model spreads flows over equal-cost spines and cores: ecmp (a hash of
-    each flow's ends, salted with the experiment's seed, picks its path, so flows collide as
-    on a real fabric) or adaptive (each flow takes the least-loaded path, as adaptive routing
-    does); Clos kinds only. The default closed-form model spreads load evenly (adaptive)."""
+    clos_routing: Literal["ecmp", "adaptive"] | None = None
+    """How flows spread over equal-cost spines and cores: ecmp (a hash of each flow's ends,
+    salted with the experiment's seed, picks its path, so flows collide as on a real fabric)
+    or adaptive (each flow takes the least-loaded path, as adaptive routing does); Clos kinds
+    only. Omit for each network model's default: the flow model hashes (ecmp), the default
+    closed-form model spreads load evenly (adaptive). Set ecmp to have the closed-form model
+    charge the expected collision loss too (``simtrain/network/fabric_clos.py``)."""
+    ecmp_flows_per_connection: int = bounded(
+        1, ge=1, le=256, why="16x Llama 3's 16 flows per GPU pair"
+    )
+    """Flows (RDMA queue pairs) each connection is split into, each hashed onto its own
+    path (NCCL_IB_QPS_PER_CONNECTION; Llama 3's enhanced ECMP: 16,
+    docs/references/variability.md §3.1). More flows spread load more evenly; read by the
+    closed-form model when clos_routing is ecmp (the flow model hashes one flow per
+    connection)."""
     torus_shape: tuple[int, int, int] = (4, 4, 4)
     """X x Y x Z chips of a torus_3d slice (TPU v4 cube = 4x4x4; OCS joins cubes into
     larger shapes; a 2D v5e pod is 16x16x1); torus_3d only."""

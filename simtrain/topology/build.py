@@ -42,6 +42,7 @@ CLOS_FIELDS = (
     "leaves_per_pod",
     "spines_per_pod",
     "clos_routing",
+    "ecmp_flows_per_connection",
     "sharp",
 )
 """TopologySpec fields read only by the Clos kinds."""

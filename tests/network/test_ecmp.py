@@ -5,6 +5,7 @@ import pytest
 
 from simtrain.cli.app import run_app
 from simtrain.network.bisection import bisection_flows, bisection_report
+from simtrain.network.fabric_clos import typical_max_load
 from simtrain.network.flow_model import FlowNetworkModel
 from simtrain.network.nccl import NcclNetwork
 from simtrain.specs.cluster import ClusterSpec
@@ -60,12 +61,41 @@ def test_1024_gpu_all_reduce_loses_bandwidth_to_hash_collisions_only():
     def busbw(model):
         return size / model.collective_time_s("all_reduce", range(1024), size) * 2 * 1023 / 1024
 
-    ideal = busbw(NcclNetwork.from_cluster(fat_tree(), algorithm="ring", protocol="simple"))
+    ideal = busbw(
+        NcclNetwork.from_cluster(fat_tree(routing=None), algorithm="ring", protocol="simple")
+    )
     hashed = busbw(FlowNetworkModel.from_cluster(fat_tree(), "ring", "simple"))
     adaptive = busbw(FlowNetworkModel.from_cluster(fat_tree(routing="adaptive"), "ring", "simple"))
     assert ideal / 1e9 == pytest.approx(8 * 47, rel=0.05)
     assert hashed < 0.8 * ideal
     assert adaptive == pytest.approx(ideal, rel=0.05)
+    # the closed form's expected collision loss agrees with the flow model's hashed routes
+    closed = busbw(NcclNetwork.from_cluster(fat_tree(), algorithm="ring", protocol="simple"))
+    assert closed == pytest.approx(hashed, rel=0.1)
+
+
+def test_more_flows_per_connection_spread_the_hash_and_a_larger_job_collides_more():
+    size = 4 * GiB
+
+    def busbw(num_gpus, routing="ecmp", **topology):
+        cluster = fat_tree(num_gpus, routing, **topology)
+        model = NcclNetwork.from_cluster(cluster, algorithm="ring", protocol="simple")
+        # one rank per node: every NIC of a leaf carries the group's pattern (SPMD)
+        return size / model.collective_time_s("all_reduce", range(0, num_gpus, 8), size)
+
+    one, four, sixteen = (busbw(1024, ecmp_flows_per_connection=k) for k in (1, 4, 16))
+    adaptive = busbw(1024, "adaptive")
+    assert one < four < sixteen <= adaptive
+    # more leaves and spines in the job: a busier busiest link
+    assert busbw(4096) < busbw(256)
+
+
+def test_typical_busiest_bin_of_a_hash():
+    # 16 flows on 16 uplinks: one each on average, about 6 on the busiest of 16K such links
+    assert typical_max_load(16, 16, 16_384) == 6
+    assert typical_max_load(16, 16, 1) < typical_max_load(16, 16, 16_384)
+    # 16 flows per connection: the busiest link is far closer to its mean of 16
+    assert 16 < typical_max_load(256, 16, 16_384) < 3 * 16
 
 
 def test_topology_command_reports_achieved_against_nominal_bisection(tmp_path, capsys):

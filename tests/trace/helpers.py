@@ -19,6 +19,11 @@ SMALL_3D = [
     "cluster.num_gpus=8",
     "--set",
     "parallel.global_batch_size=8",
+    # rank speeds fixed: run and replay are compared exactly
+    "--set",
+    "simulation.variability.rank_speed_cv=0",
+    "--set",
+    "simulation.variability.straggler_probability=0",
 ]
 
 

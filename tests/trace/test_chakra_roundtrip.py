@@ -101,7 +101,14 @@ def test_unknown_export_format_is_one_line(capsys, tmp_path):
 def test_round_trip_is_exact_across_schedules(tmp_path, overrides):
     spec = load_experiment(
         Path(QUICKSTART),
-        ["model.num_layers=8", "cluster.num_gpus=16", "parallel.global_batch_size=16", *overrides],
+        [
+            "model.num_layers=8",
+            "cluster.num_gpus=16",
+            "parallel.global_batch_size=16",
+            "simulation.variability.rank_speed_cv=0",
+            "simulation.variability.straggler_probability=0",
+            *overrides,
+        ],
     )
     simulated = simulate(spec)
     write_chakra(simulated.program, tmp_path, spec.cluster.accelerator)

@@ -10,20 +10,13 @@ CASE = Path(__file__).parents[2] / "experiments" / "validation" / "llama3" / "ll
 
 
 @pytest.mark.xfail(
+    reason="-10.1 % (386.7 TF/s) since the default spread of rank speeds (rank_speed_cv 2 %, "
+    "fitted on LLM Foundry's scaling) costs 5.5 % at 8,192 GPUs; the lead's per-shape GEMM "
+    "model moves the case by about +18 % (TEAM.md news 05:45). Re-check and re-enable when "
+    "both are on main (issue 15 notes).",
     strict=False,
-    reason=(
-        "since GEMMs run at their measured kernel efficiency (issue 12) the case predicts "
-        "about 505 TF/s against 430: the time lost at 8,192 GPUs (the 1:7 oversubscribed pod "
-        "aggregation layer the DP rings cross, ECMP, stragglers) is not yet charged by the "
-        "default network model (issue 15); the blind-test result is reported, not hidden"
-    ),
 )
 def test_llama3_405b_within_10_percent_of_430_tflops():
     row = validate_case(CASE)
     assert row.metric == "tflops_per_gpu" and row.expected == 430
     assert abs(row.rel_error) <= 0.10, row
-
-
-def test_llama3_405b_prediction_is_finite_and_reported():
-    row = validate_case(CASE)
-    assert 0.5 * 430 < row.predicted < 2 * 430
