@@ -21,12 +21,11 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from simtrain.specs.base import Spec, bounded
+from simtrain.specs.calibration import AttentionKernel, ExecutionMode
 
 DEFAULT_FRAMEWORK = "megatron-core"
 """Profile of experiments that name none: the behaviour simtrain had before profiles."""
 
-ExecutionMode = Literal["eager", "cuda_graphs", "compiled"]
-AttentionKernel = Literal["flash", "unfused"]
 GradReduceDtype = Literal["fp32", "bf16", "fp16"]
 GatherGranularity = Literal["per_tensor", "per_unit", "per_bucket"]
 Provenance = Literal["documented", "fitted", "assumed"]
@@ -45,8 +44,8 @@ class FieldSource(Spec):
 class Overlaps(Spec):
     """Which communication the stack hides behind compute (declared per stack).
 
-    simtrain models the data-parallel and ZeRO-3 overlaps today; the tensor-, expert- and
-    pipeline-parallel overlap mechanisms (issue 20) read their switches from here.
+    Each is the default of a ``parallel.*`` switch; :mod:`simtrain.parallel.overlap` describes
+    the one mechanism all of them use.
     """
 
     dp_grad_reduce: bool
@@ -62,9 +61,11 @@ class Overlaps(Spec):
     during the weight-gradient GEMM, Megatron's async TP) or gemm (chunked all-gather /
     reduce-scatter pipelined with the GEMMs, userbuffers / async TP)."""
     ep_dispatch: bool
-    """Expert all-to-all dispatch/combine hidden behind another microbatch's compute."""
+    """Expert all-to-all dispatch/combine hidden behind another microbatch's compute (a
+    forward and a backward of different microbatches interleaved: combined 1F1B)."""
     pp_p2p: bool
-    """Pipeline send/receive on their own stream, overlapped with compute."""
+    """Pipeline sends asynchronous, overlapped with compute; false: the sender waits for its
+    send (batched, blocking send/receive)."""
 
 
 class ShardingBehaviour(Spec):
