@@ -266,5 +266,5 @@ def typical_max_load(balls: int, bins_per_switch: int, bins: int) -> int:
     )
     tail = np.cumsum(np.exp(log_pmf)[::-1])[::-1]  # tail[c] = P(X >= c)
     above = np.append(tail[1:], 0.0)  # P(X > c)
-    ok = -bins * np.log1p(-np.minimum(above, 1 - 1e-300)) <= math.log(2)
+    ok = -bins * np.log1p(-np.minimum(above, 1 - 1e-12)) <= math.log(2)
     return max(1, int(np.argmax(ok)))
