@@ -9,9 +9,11 @@ from importlib.metadata import PackageNotFoundError, version
 import numpy as np
 
 from simtrain.catalog import cluster_links, get_accelerator
-from simtrain.compute.roofline import ComputeModel, RooflineComputeModel, check_dtype
+from simtrain.catalog.calibrations import load_calibration_file
+from simtrain.compute.roofline import RooflineComputeModel, check_dtype
 from simtrain.engine import collective_choices, run_program
 from simtrain.engine.variability import speed_factors
+from simtrain.errors import SpecError
 from simtrain.limits import MAX_TASKS, MAX_TOPOLOGY_ELEMENTS, check_tasks, check_topology
 from simtrain.memory import estimate_memory
 from simtrain.metrics.flops import step_flops
@@ -40,6 +42,33 @@ def check_hardware(spec: ExperimentSpec) -> None:
     acc = get_accelerator(spec.cluster.accelerator)
     cluster_links(spec.cluster)
     check_dtype(acc, spec.training.dtype)
+
+
+def compute_model_for(spec: ExperimentSpec) -> RooflineComputeModel:
+    """The compute model of the experiment's accelerator, dtype, attention kernel and mode.
+
+    Its constants are the catalog's calibration of the part, or the file that
+    ``cluster.calibration`` names. The engine and the analytical estimator
+    (:mod:`simtrain.estimator`) both time compute through this one model.
+    """
+    training = spec.training
+    accelerator = get_accelerator(spec.cluster.accelerator)
+    calibration = None
+    if spec.cluster.calibration:
+        calibration = load_calibration_file(spec.cluster.calibration)
+        if accelerator.name not in calibration.accelerators:
+            raise SpecError(
+                f"'cluster.calibration' file '{spec.cluster.calibration}' calibrates "
+                f"{', '.join(calibration.accelerators)}, not cluster.accelerator="
+                f"{accelerator.name}"
+            )
+    return RooflineComputeModel(
+        accelerator,
+        training.dtype,
+        calibration,
+        attention_kernel=training.attention_kernel,
+        execution_mode=training.execution_mode,
+    )
 
 
 def network_model_for(spec: ExperimentSpec) -> NetworkModel:
@@ -75,15 +104,6 @@ def network_model_for(spec: ExperimentSpec) -> NetworkModel:
             stacklevel=2,
         )
     return AlphaBetaNetwork.from_cluster(spec.cluster)
-
-
-def compute_model_for(spec: ExperimentSpec) -> ComputeModel:
-    """The compute model of the experiment's accelerator and training dtype.
-
-    The engine and the analytical estimator (:mod:`simtrain.estimator`) both time compute
-    through this one model.
-    """
-    return RooflineComputeModel(get_accelerator(spec.cluster.accelerator), spec.training.dtype)
 
 
 def simulate(
@@ -127,6 +147,7 @@ def simulate(
         speed = speed_factors(program.weights, variability, rng) if variability.active else None
         runs.append(run_program(program, compute, network, speed))
     engine = runs[0]
+    program = engine.program or program
     memory = estimate_memory(spec, acc.hbm_capacity_bytes)
     return SimulationResult(
         spec=spec,
@@ -151,4 +172,9 @@ def simulate(
         step_times_s=tuple(run.step_time_s for run in runs),
         wall_time_s=time.perf_counter() - began,
         version=simtrain_version(),
+        calibration={
+            "name": compute.calibration.name,
+            "provenance": compute.calibration.provenance,
+            "source": compute.calibration.source,
+        },
     )

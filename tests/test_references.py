@@ -103,19 +103,13 @@ def _catalog_sources() -> dict[str, str]:
     return sources
 
 
-# simtrain/compute/ is being rewritten by issue 12 (calibrations become data files); until that
-# lands nobody else edits it, so its one docstring citation moves then. The test fails as soon
-# as the file is fixed, so this entry cannot outlive the need for it.
-AWAITING_ISSUE_12 = {"simtrain/compute/calibration.py"}
-
-
 def test_package_never_cites_files_outside_the_repository():
     offenders = {
         str(p.relative_to(ROOT))
         for p in _package_files()
         if "shared/reference" in p.read_text(encoding="utf-8")
     }
-    assert offenders == AWAITING_ISSUE_12 & {str(p.relative_to(ROOT)) for p in _package_files()}
+    assert offenders == set()
 
 
 def test_every_citation_in_the_package_resolves_to_a_heading():

@@ -7,8 +7,10 @@ recomputation, 1F1B) and, where it is silent, one documented assumption for all 
 
 - GPT-2-style model: learned positions, GELU, biases, LayerNorm, tied embeddings, vocabulary
   50,257 padded to a multiple of 128·tp as Megatron-DeepSpeed does;
-- fp16, unfused attention (Megatron-DeepSpeed without FlashAttention), fp32 gradient
-  reduction after the backward (no bucketed overlap: the runs' vTrain configs set
+- the ``deepspeed`` framework profile (Megatron-DeepSpeed trains through DeepSpeed's engine:
+  its pipeline engine, its ZeRO/bf16-optimizer code paths and collective habits);
+- fp16, unfused attention (Megatron-DeepSpeed without FlashAttention), gradient reduction
+  after the backward (no bucketed overlap: the runs' vTrain configs set
   ``use_gradient_bucket: false``), no sequence parallelism;
 - A100-80GB in 8-GPU NVSwitch nodes with 4 x HDR (800 Gb/s per node, the inter-node
   bandwidth vTrain itself assumed for these runs).
@@ -71,7 +73,7 @@ def row_experiment(row: dict[str, str]) -> ExperimentSpec:
                 "scale_out_link": "ib-hdr",
                 "nics_per_node": 4,
             },
-            "training": {"dtype": "fp16", "attention_kernel": "unfused"},
+            "training": {"framework": "deepspeed", "dtype": "fp16", "attention_kernel": "unfused"},
         },
         source=f"{CSV_PATH.name} row {row['source_file']}:{row['source_row']}",
     )

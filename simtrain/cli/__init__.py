@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 
 from simtrain.cli import (
+    commands_calibrate,  # noqa: F401
     commands_core,  # noqa: F401  (registers run, validate, trace, list)
     commands_network,  # noqa: F401
     commands_reliability,  # noqa: F401

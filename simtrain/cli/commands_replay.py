@@ -106,7 +106,12 @@ def replay(
 
 def _experiment_target(experiment: Path, overrides: list[str]) -> Any:
     """The ReplayTarget of an experiment file: its cluster, dtype and network model."""
-    from simtrain.api import check_hardware, load_experiment, network_model_for
+    from simtrain.api import (
+        check_hardware,
+        compute_model_for,
+        load_experiment,
+        network_model_for,
+    )
     from simtrain.catalog import get_accelerator
     from simtrain.traceio.run import ReplayTarget
 
@@ -120,6 +125,7 @@ def _experiment_target(experiment: Path, overrides: list[str]) -> Any:
         network=network_model_for(spec),
         tokens_per_step=spec.parallel.global_batch_size * spec.model.seq_length,
         spec=spec.model_dump(mode="json"),
+        compute=compute_model_for(spec),
     )
 
 

@@ -1,40 +1,53 @@
-"""Time of a compute op on an accelerator: a roofline with GEMM and attention efficiencies.
+"""Time of a compute op on an accelerator, and of issuing it from the host.
 
-time = kernel overhead + max(FLOPs / achievable FLOP/s, bytes / achievable bytes/s)
+Device time, per op kind:
 
-Achievable FLOP/s of a GEMM is the dense peak at the training dtype times three factors:
-the calibrated large-GEMM efficiency, the *wave efficiency* (the last wave of output tiles
-leaves SMs idle: ``tiles / (waves * SMs)``), and a pipeline-fill factor ``K / (K + k_half)``
-that penalises short reductions. Fused attention uses its own forward/backward efficiencies;
-a causal kernel skips the masked upper triangle, so it executes about half of the counted
-FLOPs (plus the diagonal blocks). Everything else is memory-bound at a calibrated fraction of
-HBM bandwidth. A run of ops also cannot go faster than the host issues its kernels: eager
-frameworks launch one kernel at a time from Python, so runs of tiny kernels are host-bound.
+- **GEMMs** by shape (:mod:`simtrain.compute.gemm`): tile choice, wave quantisation, K-loop
+  fill and split-K under the part's measured GEMM ceiling, never faster than streaming the
+  operands through HBM.
+- **Fused attention** by kernel family, sequence, head dimension and mask
+  (:mod:`simtrain.compute.attention_kernels`). Unfused attention is not an op of its own: the
+  workload lists its batched GEMMs and softmax/dropout kernels.
+- **Everything else** (norms, activations, dropout, embedding, loss, optimizer) is
+  memory-bound: bytes at the calibrated fraction of HBM bandwidth.
+
+Each kernel also pays a fixed device-side cost (launch latency, prologue, tail). Host time is
+separate (:meth:`RooflineComputeModel.host_time_s`): the framework dispatches and launches every
+op from the CPU, at a cost that depends on the execution mode (eager PyTorch, CUDA graphs,
+compiled XLA). The engine runs it on a host stream that may run ahead of the device, so it only
+costs time when kernels are shorter than their issue (small per-GPU work).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Protocol
 
-from simtrain.compute.calibration import ComputeCalibration, calibration_for
+from simtrain.compute.attention_kernels import attention_efficiency, executed_fraction
+from simtrain.compute.calibration import calibration_for
+from simtrain.compute.gemm import gemm_time_s
 from simtrain.errors import SpecError
+from simtrain.specs.calibration import AttentionKernel, ComputeCalibration, ExecutionMode
 from simtrain.specs.hardware import AcceleratorSpec
 from simtrain.workload.ops import Op
 
-ATTENTION_BLOCK = 128  # query/key block of flash-attention kernels
-
 
 class ComputeModel(Protocol):
-    """Times compute ops on one device."""
+    """Times compute ops on one device, and their issue on its host."""
 
     def op_time_s(self, op: Op) -> float:
         """Seconds the op keeps the device busy."""
         ...
 
-    def task_time_s(self, ops: Sequence[Op]) -> float:
-        """Seconds a run of ops issued back to back takes (device and host together)."""
+    def task_time_s(self, ops: Sequence[Op], contended: bool = False) -> float:
+        """Device seconds of a run of ops issued back to back.
+
+        ``contended``: while a collective kernel occupies part of the device.
+        """
+        ...
+
+    def host_time_s(self, ops: Sequence[Op]) -> float:
+        """Host seconds to issue a run of ops (kernels and collectives)."""
         ...
 
 
@@ -48,72 +61,128 @@ def check_dtype(accelerator: AcceleratorSpec, dtype: str) -> None:
         )
 
 
+def sixteen_bit(accelerator: AcceleratorSpec, dtype: str) -> str:
+    """The 16-bit dtype an FP8 recipe keeps for attention and other non-GEMM math."""
+    if dtype in ("bf16", "fp16"):
+        return dtype
+    return "bf16" if "bf16" in accelerator.peak_flops else "fp16"
+
+
 class RooflineComputeModel:
-    """Roofline compute model of one accelerator at one dtype (see the module docstring)."""
+    """Compute model of one accelerator at one training dtype (see the module docstring).
+
+    Args:
+        accelerator: the catalog part.
+        dtype: training dtype (ops may name another in ``op.dtype``).
+        calibration: efficiency constants; defaults to the part's calibration file.
+        attention_kernel: fused attention family that ``attention`` ops run as.
+        execution_mode: how the framework issues kernels (sets the host cost per op).
+    """
 
     def __init__(
         self,
         accelerator: AcceleratorSpec,
         dtype: str = "bf16",
         calibration: ComputeCalibration | None = None,
+        attention_kernel: AttentionKernel = "flash",
+        execution_mode: ExecutionMode = "eager",
     ) -> None:
         check_dtype(accelerator, dtype)
         self.accelerator = accelerator
+        self.dtype = dtype
         self.calibration = calibration or calibration_for(accelerator.name)
-        self.peak_flops = accelerator.peak_flops[dtype]
-        # FP8 recipes (Transformer Engine) run the linear layers in FP8 but keep the fused
-        # attention kernels in 16 bits.
-        self.attention_peak_flops = accelerator.peak_flops.get(
-            "bf16" if dtype == "fp8" else dtype, self.peak_flops
-        )
-        self.memory_bytes_per_s = (
-            accelerator.hbm_bandwidth_bytes_per_s * self.calibration.memory_efficiency
-        )
-        self._cache: dict[Op, float] = {}
-
-    def gemm_efficiency(self, m: int, n: int, k: int, batch: int = 1) -> float:
-        """Fraction of peak reached by a GEMM of output M x N, reduction K (``batch`` of them)."""
         cal = self.calibration
-        tiles = math.ceil(m / cal.tile_m) * math.ceil(n / cal.tile_n) * batch
-        sms = self.accelerator.num_compute_units
-        wave = tiles / (math.ceil(tiles / sms) * sms)
-        # Tiles smaller than the full tile waste the MMA units in proportion.
-        fill_m = m / (math.ceil(m / cal.tile_m) * cal.tile_m)
-        fill_n = n / (math.ceil(n / cal.tile_n) * cal.tile_n)
-        return cal.gemm_efficiency * wave * fill_m * fill_n * k / (k + cal.gemm_k_half)
+        family = "flash" if attention_kernel == "unfused" else attention_kernel
+        if family not in cal.attention:
+            known = ", ".join(["unfused", *cal.attention])
+            raise SpecError(
+                f"'training.attention_kernel' must be a kernel {accelerator.name} runs "
+                f"(got {attention_kernel!r}; valid: {known})"
+            )
+        self.attention = cal.attention[family]
+        self.attention_peak_flops = accelerator.peak_flops[sixteen_bit(accelerator, dtype)]
+        self.memory_bytes_per_s = accelerator.hbm_bandwidth_bytes_per_s * cal.memory_efficiency
+        self.host = cal.host[execution_mode]
+        self.execution_mode = execution_mode
+        self._cache: dict[tuple, float] = {}
 
-    def op_time_s(self, op: Op) -> float:
-        """Seconds for ``op`` on this device (cached per op shape)."""
-        cached = self._cache.get(op)
+    def op_time_s(self, op: Op, reserved_sms: int = 0) -> float:
+        """Seconds for ``op`` on this device (cached per shape: layers share their timing).
+
+        ``reserved_sms`` SMs are held by a concurrent collective kernel: GEMM and attention
+        tiles spread over the rest (memory-bound kernels are limited by HBM, not SMs).
+        """
+        if op.kind == "gemm":
+            key = ("g", op.m, op.n, op.k, op.batch, op.dtype, op.bytes_accessed, reserved_sms)
+        elif op.kind == "attention":
+            key = (
+                "a",
+                op.phase in ("fwd", "recompute"),
+                op.causal,
+                op.m,
+                op.n,
+                op.k,
+                op.batch,
+                op.window,
+                op.flops,
+                op.bytes_accessed,
+                reserved_sms,
+            )
+        else:
+            key = ("m", op.bytes_accessed)
+        cached = self._cache.get(key)
         if cached is not None:
             return cached
-        cal = self.calibration
-        memory_s = op.bytes_accessed / self.memory_bytes_per_s
-        if op.kind == "gemm":
-            eff = self.gemm_efficiency(op.m, op.n, op.k, op.batch)
-            compute_s = op.flops / (self.peak_flops * eff)
-        elif op.kind == "attention":
-            eff = (
-                cal.attention_fwd_efficiency
-                if op.phase in ("fwd", "recompute")
-                else cal.attention_bwd_efficiency
-            )
-            executed = op.flops
-            if op.causal:
-                blocks = max(1, math.ceil(op.m / ATTENTION_BLOCK))
-                executed *= 0.5 + 0.5 / blocks
-            compute_s = executed / (self.attention_peak_flops * eff)
-        else:
-            compute_s = 0.0
-        time_s = cal.kernel_overhead_s + max(compute_s, memory_s)
-        self._cache[op] = time_s
+        time_s = self.calibration.kernel_overhead_s + self._busy_s(op, reserved_sms)
+        self._cache[key] = time_s
         return time_s
 
-    def task_time_s(self, ops: Sequence[Op]) -> float:
-        """Seconds for ``ops`` issued back to back by one host thread.
+    def _busy_s(self, op: Op, reserved_sms: int) -> float:
+        """Device seconds of ``op`` without the fixed per-kernel cost."""
+        cal, acc = self.calibration, self.accelerator
+        sms = max(1, acc.num_compute_units - reserved_sms)
+        # The peak scales with the SMs left, and a full training step sustains only part of
+        # the throughput short kernel benchmarks reach (clocks at the power limit).
+        share = sms / acc.num_compute_units * cal.sustained_compute_fraction
+        if op.kind == "gemm":
+            dtype = op.dtype or self.dtype
+            peak = (acc.peak_flops.get(dtype) or acc.peak_flops[self.dtype]) * share
+            return gemm_time_s(
+                cal.gemm,
+                dtype,
+                sms,
+                peak,
+                self.memory_bytes_per_s,
+                op.m,
+                op.n,
+                op.k,
+                op.batch,
+                op.bytes_accessed,
+            )
+        if op.kind == "attention":
+            backward = op.phase not in ("fwd", "recompute")
+            keys = min(op.n, op.window) if op.window else op.n
+            eff = attention_efficiency(
+                self.attention, backward, op.causal, op.m, keys, op.k, op.batch, sms
+            )
+            executed = op.flops * executed_fraction(op.causal, op.m, op.window)
+            return max(
+                executed / (self.attention_peak_flops * share * eff),
+                op.bytes_accessed / self.memory_bytes_per_s,
+            )
+        return op.bytes_accessed / self.memory_bytes_per_s
 
-        The host issues a kernel every ``host_issue_s`` and may run ahead of the device, so
-        a run of ops takes the longer of the device's total and the host's.
+    def task_time_s(self, ops: Sequence[Op], contended: bool = False) -> float:
+        """Device seconds for ``ops`` run back to back.
+
+        ``contended``: while a collective kernel holds ``calibration.collective_sms`` SMs.
         """
-        device_s = sum(map(self.op_time_s, ops))
-        return max(device_s, len(ops) * self.calibration.host_issue_s)
+        if not contended:
+            return sum(self.op_time_s(op) for op in ops)
+        reserved = self.calibration.collective_sms
+        return sum(self.op_time_s(op, reserved) for op in ops)
+
+    def host_time_s(self, ops: Sequence[Op]) -> float:
+        """Host seconds to issue ``ops``: a dispatch per kernel, more per collective."""
+        host = self.host
+        return sum(host.per_collective_s if op.is_comm else host.per_kernel_s for op in ops)

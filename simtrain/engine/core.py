@@ -34,6 +34,7 @@ class EngineResult:
         num_events: SimPy events processed: timeouts, wake-ups of streams that waited for a
             dependency, rendezvous gates, and the start and end of every stream process.
         replay_wall_s: host seconds spent in the SimPy run itself.
+        program: the program that was replayed (with its host stream, when one was added).
     """
 
     start_s: np.ndarray
@@ -41,10 +42,22 @@ class EngineResult:
     step_time_s: float
     num_events: int
     replay_wall_s: float = 0.0
+    program: Program | None = None
 
 
-def execute(program: Program, durations_s: Sequence[float]) -> EngineResult:
+def execute(
+    program: Program,
+    durations_s: Sequence[float],
+    contended_s: Sequence[float] | None = None,
+) -> EngineResult:
     """Run ``program`` with the given per-task durations and return the task times.
+
+    With ``contended_s`` (each compute task's duration while a collective kernel holds part
+    of its device), compute that overlaps communication of its rank is slowed: a compute task
+    runs ``contended/normal - 1`` longer per second of overlap with the communication tasks
+    in flight on its rank, counted once per (compute, communication) pair — at the compute
+    task's start for communication already in flight, at the communication's start for
+    compute already running (paid when that compute task would have ended).
 
     Raises:
         EngineDeadlock: some tasks never started (a dependency cycle, or a collective whose
@@ -100,7 +113,9 @@ def execute(program: Program, durations_s: Sequence[float]) -> EngineResult:
                     yield gate
             start[index] = env.now
             duration = durations_s[index]
-            if duration > 0:
+            if contention is not None:
+                yield from contention.run(index, duration, timeout)
+            elif duration > 0:
                 yield timeout(duration)
             end[index] = env.now
             for waiter in dependents.get(index, ()):
@@ -110,6 +125,11 @@ def execute(program: Program, durations_s: Sequence[float]) -> EngineResult:
                     if event is not None:
                         event.succeed()
 
+    contention = (
+        _Contention(env, program, durations_s, contended_s, keys)
+        if contended_s is not None
+        else None
+    )
     for indices in streams.values():
         env.process(stream_process(indices))
     began = time.perf_counter()
@@ -128,4 +148,66 @@ def execute(program: Program, durations_s: Sequence[float]) -> EngineResult:
             f"{unfinished.size} of {num_tasks} tasks never ran; first waiting: {stuck}"
         )
     step = float(end_s.max()) if num_tasks else 0.0
-    return EngineResult(start_s, end_s, step, num_events, replay_wall_s)
+    return EngineResult(start_s, end_s, step, num_events, replay_wall_s, program)
+
+
+class _Contention:
+    """Compute slowed by the collectives in flight on its rank (see :func:`execute`)."""
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        program: Program,
+        durations_s: Sequence[float],
+        contended_s: Sequence[float],
+        replicated: Sequence[str],
+    ) -> None:
+        self.env = env
+        simulated = set(program.simulated_ranks)
+        self.is_compute = [t.stream == "compute" for t in program.tasks]
+        self.sigma = [
+            (c / d - 1.0) if is_c and d > 0 and c > d else 0.0
+            for is_c, d, c in zip(self.is_compute, durations_s, contended_s, strict=True)
+        ]
+        # Simulated ranks a communication task occupies: its issuer when every member has a
+        # copy of the collective (replayed traces), else its simulated group members.
+        self.members: list[tuple[int, ...]] = [
+            ()
+            if is_c or t.stream == "host"
+            else (t.rank,)
+            if copy
+            else (tuple(r for r in t.group if r in simulated) or (t.rank,))
+            for is_c, t, copy in zip(self.is_compute, program.tasks, replicated, strict=True)
+        ]
+        self.ranks = [t.rank for t in program.tasks]
+        self.in_flight: dict[int, list[tuple[float, float]]] = defaultdict(list)
+        self.running: dict[int, tuple[float, float]] = {}  # rank -> (planned end, sigma)
+        self.debt: dict[int, float] = defaultdict(float)
+
+    def run(self, index: int, duration: float, timeout):
+        """Hold the stream for task ``index``, with its share of contention."""
+        now = self.env.now
+        if self.is_compute[index]:
+            rank, sigma = self.ranks[index], self.sigma[index]
+            extra = 0.0
+            if sigma:
+                flights = [iv for iv in self.in_flight[rank] if iv[1] > now]
+                self.in_flight[rank] = flights
+                for _, until in flights:
+                    extra += sigma * max(0.0, min(until, now + duration) - now)
+            self.running[rank] = (now + duration + extra, sigma)
+            if duration + extra > 0:
+                yield timeout(duration + extra)
+            while self.debt[rank] > 0:
+                owed, self.debt[rank] = self.debt[rank], 0.0
+                yield timeout(owed)
+            del self.running[rank]
+            return
+        for rank in self.members[index]:
+            self.in_flight[rank].append((now, now + duration))
+            running = self.running.get(rank)
+            if running is not None and running[1]:
+                planned_end, sigma = running
+                self.debt[rank] += sigma * max(0.0, min(planned_end, now + duration) - now)
+        if duration > 0:
+            yield timeout(duration)

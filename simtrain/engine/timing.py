@@ -38,6 +38,28 @@ def task_durations(program: Program, compute: ComputeModel, network: NetworkMode
     return durations
 
 
+def contended_durations(program: Program, compute: ComputeModel) -> list[float] | None:
+    """Each compute task's duration while a collective holds part of the device.
+
+    None when the compute model has no interference (no SMs taken by collectives), so the
+    engine can skip the bookkeeping. Other tasks keep their own duration (not used).
+    """
+    calibration = getattr(compute, "calibration", None)
+    if calibration is None or not getattr(calibration, "collective_sms", 0):
+        return None
+    cache: dict[int, float] = {}
+    out = []
+    for task in program.tasks:
+        if task.stream != "compute" or task.duration_s is not None:
+            out.append(0.0)
+            continue
+        cached = cache.get(id(task.ops))
+        if cached is None:
+            cached = cache[id(task.ops)] = compute.task_time_s(task.ops, contended=True)
+        out.append(cached)
+    return out
+
+
 def collective_choices(program: Program, network: NetworkModel) -> list[tuple[str, str]]:
     """(algorithm, protocol) of the communication of every task.
 

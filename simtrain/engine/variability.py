@@ -66,3 +66,36 @@ def speed_factors(
         slowest = spec.straggler_slowdown * max_lognormal(slow, sigma, float(u_slow))
         factors[rank] = max(fast, slowest)
     return factors
+
+
+def median_slowest_factor(num_ranks: int, spec: VariabilitySpec) -> float:
+    """The median factor of the slowest of ``num_ranks`` ranks: the pace of a step they share.
+
+    Each rank's factor is lognormal (mean 1, ``rank_speed_cv``), times ``straggler_slowdown``
+    with probability ``straggler_probability``; the slowest of N independent ranks is at or
+    below x with probability F(x)^N, so its median solves F(x) = 0.5^(1/N) (the analytical
+    estimator paces a step by it, where the engine draws one step's factors).
+
+    Examples:
+        >>> from simtrain.specs.variability import VariabilitySpec
+        >>> round(median_slowest_factor(64, VariabilitySpec(rank_speed_cv=0.02)), 4)
+        1.0468
+    """
+    if not spec.active or num_ranks <= 0:
+        return 1.0
+    p, slowdown = spec.straggler_probability, spec.straggler_slowdown
+    target = 0.5 ** (1 / num_ranks)
+    sigma = math.sqrt(math.log1p(spec.rank_speed_cv**2))
+    if sigma == 0:
+        return 1.0 if 1 - p >= target else slowdown
+
+    def below(log_x: float) -> float:  # probability one rank's factor is at most exp(log_x)
+        fast = _NORMAL.cdf((log_x + sigma * sigma / 2) / sigma)
+        slow = _NORMAL.cdf((log_x - math.log(slowdown) + sigma * sigma / 2) / sigma)
+        return (1 - p) * fast + p * slow
+
+    low, high = -10 * sigma, math.log(slowdown) + 10 * sigma
+    for _ in range(60):
+        mid = (low + high) / 2
+        low, high = (mid, high) if below(mid) < target else (low, mid)
+    return math.exp((low + high) / 2)

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from simtrain.catalog.frameworks import get_framework
+from simtrain.engine.host import collective_issue_s
+from simtrain.engine.variability import median_slowest_factor
 from simtrain.errors import SpecError
 from simtrain.estimator.chunks import Chunk, ChunkSource, chunk_base
 from simtrain.estimator.pipeline import ScheduleShape, Slot, schedule_shape
@@ -173,6 +175,29 @@ class _Context:
     signatures: dict[tuple[int, int], Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class _Paced:
+    """A compute model whose device times run at a step's pace (the slowest rank's factor).
+
+    The engine multiplies every compute task of a rank by that rank's speed factor, and the
+    ranks of a step wait for the slowest at every collective; the estimator uses the median
+    factor of the slowest rank of the world (:func:`median_slowest_factor`). Host issue
+    times are not paced, as in the engine.
+    """
+
+    model: Any
+    pace: float
+
+    def task_time_s(self, ops: Any) -> float:
+        return self.model.task_time_s(ops) * self.pace
+
+    def host_time_s(self, ops: Any) -> float:
+        return self.model.host_time_s(ops)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.model, name)
+
+
 @dataclass
 class _Setup:
     """Everything one estimate needs besides the compiled schedule (internal)."""
@@ -255,7 +280,7 @@ class Estimator:
         True
     """
 
-    _compute: dict[str, Any] = field(default_factory=dict)
+    _compute: dict[tuple[str, float], Any] = field(default_factory=dict)
     _network: dict[str, Any] = field(default_factory=dict)
     _layouts: dict[tuple[Any, ...], RankLayout] = field(default_factory=dict)
     _groups: dict[tuple[Any, ...], tuple[int, ...]] = field(default_factory=dict)
@@ -263,6 +288,7 @@ class Estimator:
     _timings: dict[tuple[Any, ...], ActionTiming] = field(default_factory=dict)
     _walks: dict[tuple[Any, ...], ActionTiming] = field(default_factory=dict)
     _task_s: dict[tuple[int, int], tuple[tuple[Op, ...], float]] = field(default_factory=dict)
+    _host_s: dict[tuple[int, int], tuple[tuple[Op, ...], float]] = field(default_factory=dict)
     _comm_s: dict[tuple[Any, ...], float] = field(default_factory=dict)
     _chains: dict[tuple[Any, ...], Any] = field(default_factory=dict)
     _signatures: dict[tuple[Any, ...], Any] = field(default_factory=dict)
@@ -513,7 +539,11 @@ class Estimator:
                 done = self._walks.get(walk_key)
                 if done is None:
                     done = self._walks[walk_key] = walk(
-                        plan, lambda ops: self._task(compute, ops), comm_s
+                        plan,
+                        lambda ops: self._task(compute, ops),
+                        comm_s,
+                        lambda ops: self._host(compute, ops),
+                        collective_issue_s(compute),
                     )
                 return done
 
@@ -546,11 +576,12 @@ class Estimator:
         from simtrain.api import check_hardware, compute_model_for, network_model_for
 
         hardware = f"{self._dump(spec.cluster)}|{self._dump(spec.training)}"
-        compute = self._compute.get(hardware)
+        p = spec.parallel
+        pace = median_slowest_factor(spec.cluster.num_gpus, spec.simulation.variability)
+        compute = self._compute.get((hardware, pace))
         if compute is None:
             check_hardware(spec)
-            compute = self._compute[hardware] = compute_model_for(spec)
-        p = spec.parallel
+            compute = self._compute[(hardware, pace)] = _Paced(compute_model_for(spec), pace)
         net_key = (hardware, self._dump(spec.simulation), p.tp, p.cp, p.dp, p.pp, p.ep,
                    p.rank_order)  # fmt: skip
         network = self._network.get(net_key)
@@ -654,6 +685,14 @@ class Estimator:
         cached = self._task_s.get(key)
         if cached is None or cached[0] is not ops:
             cached = self._task_s[key] = (ops, compute.task_time_s(ops))
+        return cached[1]
+
+    def _host(self, compute: Any, ops: tuple[Op, ...]) -> float:
+        """``compute.host_time_s(ops)``, once per ops tuple."""
+        key = (id(compute), id(ops))
+        cached = self._host_s.get(key)
+        if cached is None or cached[0] is not ops:
+            cached = self._host_s[key] = (ops, compute.host_time_s(ops))
         return cached[1]
 
     def _collective_s(self, network: Any, kind: str, group: tuple[int, ...], size: float) -> float:

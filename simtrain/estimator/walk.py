@@ -15,6 +15,12 @@ Nothing else on the rank runs on these streams while the action runs (its predec
 trailing collectives are waited for before it starts), so walking the segments once with a
 clock per stream gives the times the engine gives, relative to the action's start.
 
+The host stream (:mod:`simtrain.engine.host`) is walked beside them: each compute task waits
+until the host has issued enough of it (``readiness``), the issue of the collectives it
+produces is charged to it, and the host's unpaid issue time carries to the next task. The
+walk starts the host with the action and drops what it still owes at the end, where the
+engine carries it into the next action (or pays it at a synchronisation point).
+
 One approximation: the engine hands what an action waits for (the neighbouring stage's
 transfer, its predecessor's trailing collectives) to the action's *first* task. When that
 task is a collective whose overlap window covers the compute after it (a ring-attention
@@ -28,6 +34,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from simtrain.engine.host import readiness
 from simtrain.parallel.segments import SegmentPlan
 from simtrain.workload.ops import Op
 
@@ -58,6 +65,8 @@ def walk(
     plan: SegmentPlan,
     compute_s: Callable[[tuple[Op, ...]], float],
     comm_s: Callable[[Op], float],
+    host_s: Callable[[tuple[Op, ...]], float] | None = None,
+    per_collective_s: float = 0.0,
 ) -> ActionTiming:
     """Time ``plan`` from its start (see the module docstring).
 
@@ -65,6 +74,10 @@ def walk(
         plan: the action's segments.
         compute_s: seconds of a compute task (``ComputeModel.task_time_s``).
         comm_s: seconds of a collective op on this rank's group for the op's axis.
+        host_s: host seconds to issue a compute task's ops (``ComputeModel.host_time_s``);
+            None walks without a host stream.
+        per_collective_s: host seconds to issue one collective, charged to the compute task
+            before it.
     """
     compute_end = 0.0
     busy = 0.0
@@ -72,7 +85,9 @@ def walk(
     comm_total: dict[str, float] = {}
     issued: dict[int, float] = {}
     layer_end: dict[int, float] = {}
-    for position, seg in enumerate(plan.segments):
+    host_clock = carry = 0.0
+    segments = plan.segments
+    for position, seg in enumerate(segments):
         if seg.is_comm:
             op = seg.ops[0]
             stream = f"{op.axis}_comm"
@@ -86,6 +101,18 @@ def walk(
             if issued[waited] > start:
                 start = issued[waited]
         duration = compute_s(seg.ops)
+        if host_s is not None:
+            launches = 0
+            for later in segments[position + 1 :]:
+                if not later.is_comm:
+                    break
+                launches += 1
+            h = host_s(seg.ops) + launches * per_collective_s
+            ready = readiness(h, duration, len(seg.ops))
+            host_clock += carry + ready
+            carry = h - ready
+            if host_clock > start:
+                start = host_clock
         busy += duration
         compute_end = start + duration
         for layer in seg.layers:  # first-appearance order, as the builder's gradient hooks

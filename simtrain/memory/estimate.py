@@ -125,7 +125,7 @@ def _activations(
 ) -> tuple[dict[str, float], float, float]:
     m, p = spec.model, spec.parallel
     b, t = p.micro_batch_size, p.tp
-    flash = spec.training.attention_kernel == "flash"
+    flash = spec.training.attention_kernel != "unfused"
     sp_div = t if p.sp and t > 1 else 1
     stages = rank_stages(p.pp, p.vpp, p.pipeline_schedule, stage)
     layers = rank_params(spec, stage).layers

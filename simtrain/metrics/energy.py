@@ -140,7 +140,7 @@ def step_energy(
     devices = sum(
         weights[r.rank]
         * (r.busy_s * model.compute_watts + r.exposed_comm_s * model.comm_watts
-           + r.bubble_s * model.idle_watts)
+           + (r.bubble_s + r.exposed_host_s) * model.idle_watts)
         for r in ranks
     )  # fmt: skip
     hosts = num_nodes * model.host_watts_per_node * step_time_s

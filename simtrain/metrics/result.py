@@ -90,6 +90,8 @@ class SimulationResult:
     replay_wall_s: float = 0.0
     wall_time_s: float = 0.0
     version: str = ""
+    calibration: dict[str, str] = field(default_factory=dict)
+    """Name, provenance (fitted / inherited / assumed) and source of the compute constants."""
     comm_choices: list[tuple[str, str]] = field(default_factory=list, repr=False)
     step_times_s: tuple[float, ...] = ()
 
@@ -155,6 +157,8 @@ class SimulationResult:
             "mfu": self.mfu,
             "hfu": self.hfu,
             "exposed_comm_s": exposed,
+            "exposed_host_s": self._mean("exposed_host_s"),
+            "compute_calibration": dict(self.calibration),
             "bubble_s": bubble,
             "bubble_fraction": bubble / step,
             "compute_s": self._mean("busy_s"),

@@ -1,10 +1,11 @@
-"""Per-rank time accounting of a simulated step: busy, exposed communication and bubble.
+"""Per-rank time accounting of a simulated step: busy, exposed communication, host and bubble.
 
 For each simulated rank the compute stream is either busy or idle. Idle time during which
 some communication of that rank is in flight is *exposed communication* (the rank waits for
-data); idle time with no communication in flight is *bubble* (the rank waits for another
-pipeline stage, or for nothing at all at the end of the step). The three add up to the step
-time exactly, which the tests check.
+data); idle time with no communication in flight but its host still issuing kernels is
+*exposed host* time (the device waits for the CPU: launch-bound, small per-GPU work); the
+rest is *bubble* (the rank waits for another pipeline stage, or for nothing at all at the end
+of the step). The four add up to the step time exactly, which the tests check.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from simtrain.parallel.program import Program
+
+HOST_STREAM = "host"  # stream of the host-issue tasks (simtrain.engine.host)
 
 
 def merge_intervals(intervals: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -45,7 +48,8 @@ class RankTime:
         rank: global rank.
         busy_s: time the compute stream was busy (compute, recompute and optimizer).
         exposed_comm_s: compute-stream idle time with communication in flight.
-        bubble_s: compute-stream idle time with no communication in flight.
+        bubble_s: compute-stream idle time with neither communication nor host issue in
+            flight.
         by_category_s: summed task durations per category (communication may overlap
             compute, so these do not add up to the step time). A collective counts for each
             of its members; a point-to-point transfer for its sender.
@@ -56,6 +60,9 @@ class RankTime:
     exposed_comm_s: float
     bubble_s: float
     by_category_s: dict[str, float] = field(default_factory=dict)
+    exposed_host_s: float = 0.0
+    """Compute-stream idle time, with no communication in flight, while the host is still
+    issuing this rank's kernels."""
 
 
 def union_intervals(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -95,7 +102,8 @@ def rank_times(
 
     Compute tasks of a rank never overlap (one compute stream), so its busy time is their
     sum; exposed communication is the part of the union of its communication intervals that
-    no compute covers.
+    no compute covers; exposed host time is the part of its host-issue intervals that
+    neither compute nor communication covers.
     """
     tasks = program.tasks
     simulated = set(program.simulated_ranks)
@@ -103,10 +111,15 @@ def rank_times(
     comm_rows: list[int] = []  # task index of each (rank, communication interval) pair
     comm_ranks: list[int] = []
     compute_rows: list[int] = []
+    host_rows: list[int] = []
     duration = end_s - start_s
     for index, task in enumerate(tasks):
         if task.stream == "compute":
             compute_rows.append(index)
+            categories[task.rank][task.category] += duration[index]
+            continue
+        if task.stream == HOST_STREAM:
+            host_rows.append(index)
             categories[task.rank][task.category] += duration[index]
             continue
         # A communication task is in flight for every simulated member of its group (a
@@ -121,17 +134,43 @@ def rank_times(
     compute_rank = np.fromiter((tasks[i].rank for i in compute_rows), np.int64, len(compute_rows))
     comm_idx = np.asarray(comm_rows, dtype=np.int64)
     comm_rank = np.asarray(comm_ranks, dtype=np.int64)
+    host_idx = np.asarray(host_rows, dtype=np.int64)
+    host_rank = np.fromiter((tasks[i].rank for i in host_rows), np.int64, len(host_rows))
     result = []
     for rank in program.simulated_ranks:
         mine = compute_idx[compute_rank == rank]
         busy_s = float(duration[mine].sum())
         comm = comm_idx[comm_rank == rank]
-        us, ue = union_intervals(start_s[comm], end_s[comm])
-        in_flight = float((ue - us).sum())
-        overlapped = covered_up_to(end_s[mine], us, ue) - covered_up_to(start_s[mine], us, ue)
-        exposed = max(0.0, in_flight - float(overlapped.sum()))
+        exposed = _uncovered(start_s[comm], end_s[comm], start_s[mine], end_s[mine])
+        host = host_idx[host_rank == rank]
+        exposed_host = 0.0
+        if host.size:
+            # Idle time the host explains: uncovered by compute and communication together.
+            covers = np.concatenate((mine, comm))
+            exposed_host = _uncovered(start_s[host], end_s[host], start_s[covers], end_s[covers])
         idle_s = step_time_s - busy_s
         result.append(
-            RankTime(rank, busy_s, exposed, max(0.0, idle_s - exposed), dict(categories[rank]))
+            RankTime(
+                rank,
+                busy_s,
+                exposed,
+                max(0.0, idle_s - exposed - exposed_host),
+                dict(categories[rank]),
+                exposed_host,
+            )
         )
     return result
+
+
+def _uncovered(
+    starts: np.ndarray, ends: np.ndarray, cover_starts: np.ndarray, cover_ends: np.ndarray
+) -> float:
+    """Length of the union of ``[starts, ends)`` that the union of the cover leaves free."""
+    us, ue = union_intervals(starts, ends)
+    total = float((ue - us).sum())
+    if not total:
+        return 0.0
+    cs, ce = union_intervals(cover_starts, cover_ends)
+    # Covered part of the union = sum over cover intervals of their overlap with the union.
+    overlapped = covered_up_to(ce, us, ue) - covered_up_to(cs, us, ue)
+    return max(0.0, total - float(overlapped.sum()))

@@ -60,6 +60,8 @@ def _flow_pairs(
     tasks = result.program.tasks
     pairs = []
     for i, task in enumerate(tasks):
+        if task.stream == "host":
+            continue  # the host waits on transfers too; one arrow, to the compute, suffices
         for dep in task.deps:
             src = tasks[dep]
             is_p2p = src.stream != "compute" and not src.collective_key and len(src.group) == 2

@@ -51,6 +51,7 @@ def result_row(result: SimulationResult, report: dict[str, Any] | None = None) -
         "tflops_per_gpu": r["tflops_per_gpu"],
         "compute_s": r["compute_s"],
         "exposed_comm_s": r["exposed_comm_s"],
+        "exposed_host_s": r["exposed_host_s"],
         "bubble_s": r["bubble_s"],
         "bubble_fraction": r["bubble_fraction"],
         "peak_memory_gb": r["memory"]["peak_bytes"] / GB,

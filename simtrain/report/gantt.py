@@ -43,10 +43,15 @@ COMM_COLOURS = {
     "dp_comm": "#8c8c8c",
     "cp_comm": "#ccb974",
     "ep_comm": "#2ca02c",
+    "host": "#9467bd",
 }
-"""Communication-lane colours by task category (other categories are black)."""
+"""Communication- and host-lane colours by task category (other categories are black)."""
 
-IDLE_COLOURS = {"exposed communication": "#f4b6b6", "bubble": "#e6e6e6"}
+IDLE_COLOURS = {
+    "exposed communication": "#f4b6b6",
+    "exposed host (kernel issue)": "#d5c6e6",
+    "bubble": "#e6e6e6",
+}
 
 _LEGEND = {
     "F": "forward (F)",

@@ -59,12 +59,13 @@ def _time(r: dict[str, Any]) -> list[str]:
     states = [
         ("compute (busy)", r["compute_s"]),
         ("exposed communication", r["exposed_comm_s"]),
+        ("exposed host (kernel issue)", r["exposed_host_s"]),
         ("pipeline bubble / idle", r["bubble_s"]),
     ]
     out = [
         "## Where the step time goes",
         "",
-        "Mean over GPUs. The three states add up to the step time.",
+        "Mean over GPUs. The four states add up to the step time.",
         "",
         *_table(
             ["state", "time", "% of step"],

@@ -110,7 +110,12 @@ def plot_breakdown(result: SimulationResult) -> Figure:
         if values.any():
             left.barh(y, values, left=base, color=colour, label=label, height=0.7)
             base += values
-    for attr, name in (("exposed_comm_s", "exposed communication"), ("bubble_s", "bubble")):
+    idle_states = (
+        ("exposed_comm_s", "exposed communication"),
+        ("exposed_host_s", "exposed host (kernel issue)"),
+        ("bubble_s", "bubble"),
+    )
+    for attr, name in idle_states:
         values = np.array([getattr(by_rank[r], attr) for _, r in rows]) * scale
         if values.max() <= 1e-9 * result.step_time_s * scale:
             continue  # e.g. no bubble without pipelining: keep it out of the legend

@@ -67,6 +67,10 @@ def summary_table(report: dict[str, Any]) -> Table:
             f"{fmt_seconds(report['exposed_comm_s'])}  ({report['exposed_comm_s'] / step:.1%})",
         ),
         (
+            "exposed host (kernel issue)",
+            f"{fmt_seconds(report['exposed_host_s'])}  ({report['exposed_host_s'] / step:.1%})",
+        ),
+        (
             "pipeline bubble / idle",
             f"{fmt_seconds(report['bubble_s'])}  ({report['bubble_fraction']:.1%})",
         ),

@@ -27,6 +27,10 @@ class ClusterSpec(Spec):
     """Scale-out NICs per node; omit for one per accelerator."""
     topology: TopologySpec = TopologySpec()
     """Shape of the scale-out network."""
+    calibration: str | None = None
+    """Compute calibration file to use instead of the catalog's (e.g. one written by
+    ``simtrain calibrate`` from a profile of your own nodes); a path relative to the
+    experiment file that sets it."""
 
     @property
     def num_nodes(self) -> int:

@@ -21,12 +21,11 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from simtrain.specs.base import Spec, bounded
+from simtrain.specs.calibration import AttentionKernel, ExecutionMode
 
 DEFAULT_FRAMEWORK = "megatron-core"
 """Profile of experiments that name none: the behaviour simtrain had before profiles."""
 
-ExecutionMode = Literal["eager", "cuda_graphs", "compiled"]
-AttentionKernel = Literal["flash", "unfused"]
 GradReduceDtype = Literal["fp32", "bf16", "fp16"]
 GatherGranularity = Literal["per_tensor", "per_unit", "per_bucket"]
 Provenance = Literal["documented", "fitted", "assumed"]

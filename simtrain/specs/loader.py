@@ -79,6 +79,7 @@ def load_yaml_tree(
             f"'{path}')"
         )
     data = read_yaml(path)
+    _anchor_calibration(data, path)
     bases = data.pop("extends", [])
     if isinstance(bases, str):
         bases = [bases]
@@ -101,6 +102,15 @@ def load_yaml_tree(
 _SCIENTIFIC = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d{1,3}")
 MAX_OVERRIDE_KEY_PARTS = 8
 """Most dotted parts of a ``--set`` key (the deepest spec field has four)."""
+
+
+def _anchor_calibration(data: dict[str, Any], path: Path) -> None:
+    """Make a relative ``cluster.calibration`` path relative to the file that sets it."""
+    cluster = data.get("cluster")
+    if isinstance(cluster, dict) and isinstance(cluster.get("calibration"), str):
+        file = Path(cluster["calibration"])
+        if not file.is_absolute():
+            cluster["calibration"] = str(path.parent / file)
 
 
 def apply_overrides(data: Mapping[str, Any], overrides: Iterable[str]) -> dict[str, Any]:

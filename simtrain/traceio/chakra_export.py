@@ -25,6 +25,7 @@ from typing import Any
 from simtrain.errors import TraceFormatError
 from simtrain.parallel.program import Program, Task
 from simtrain.traceio.chakra import COMM_TYPES, OP_FIELDS, schema
+from simtrain.traceio.model import HOST_STREAM
 from simtrain.workload.ops import Op
 
 _COMM_TYPE_IDS = {name: code for code, name in reversed(COMM_TYPES.items())}
@@ -109,12 +110,15 @@ def rank_task_lists(program: Program) -> dict[int, list[int]]:
     """Task indices each simulated rank's file holds, in program order.
 
     A rank holds its own tasks and a copy of every shared collective or transfer it takes
-    part in. Within one (rank, stream) the program order is the issue order, because the
+    part in. Host-issue tasks (added by the engine for one execution mode) are left out: a
+    replay adds its own. Within one (rank, stream) the program order is the issue order, because the
     builder creates a rank's collectives of one process group in sequence.
     """
     simulated = set(program.simulated_ranks)
     per_rank: dict[int, list[int]] = defaultdict(list)
     for index, task in enumerate(program.tasks):
+        if task.stream == HOST_STREAM:
+            continue  # the host stream is the replaying model's, not part of the workload
         members = {task.rank}
         if task.collective_key or (task.ops and task.ops[0].kind == "p2p"):
             members |= simulated.intersection(task.group)
@@ -139,6 +143,7 @@ def write_chakra(program: Program, directory: Path, accelerator: str = "") -> li
     """
     pb = schema()
     directory.mkdir(parents=True, exist_ok=True)
+    host_tasks = {i for i, t in enumerate(program.tasks) if t.stream == HOST_STREAM}
     paths = []
     for rank, indices in sorted(rank_task_lists(program).items()):
         held = set(indices)
@@ -155,7 +160,7 @@ def write_chakra(program: Program, directory: Path, accelerator: str = "") -> li
         for index in indices:
             task = program.tasks[index]
             is_p2p = bool(task.ops) and task.ops[0].kind == "p2p"
-            missing = [d for d in task.deps if d not in held]
+            missing = [d for d in task.deps if d not in held and d not in host_tasks]
             # A shared collective gathers every member's producers; each copy keeps its own.
             if missing and task.rank == rank and not task.collective_key:
                 raise TraceFormatError(

@@ -48,6 +48,7 @@ from simtrain.traceio.limits import (
     check_quantity,
 )
 from simtrain.traceio.model import HOST_STREAM, RankTrace, TraceNode
+from simtrain.traceio.shapes import gemm_op_from_dims
 from simtrain.workload.ops import Op
 
 GPU_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
@@ -212,6 +213,16 @@ def _select(events: list[dict[str, Any]]) -> list[tuple[dict[str, Any], str | No
     return sorted(chosen, key=lambda pair: pair[0]["ts"])
 
 
+def _gemm(event: dict[str, Any]) -> Op | None:
+    """The GEMM of a matmul CPU operator from its recorded input dims (``record_shapes``)."""
+    args = event.get("args")
+    if not isinstance(args, dict):
+        return None
+    return gemm_op_from_dims(
+        str(event.get("name", "")), args.get("Input Dims"), args.get("Input type")
+    )
+
+
 def _nodes(
     selected: list[tuple[dict[str, Any], str | None]],
     groups: dict[str, tuple[int, ...]],
@@ -227,7 +238,17 @@ def _nodes(
         if kind is None:
             deps = tuple(i for i, done in finished_comms if done <= start)
             finished_comms = [(i, done) for i, done in finished_comms if done > start]
-            nodes.append(TraceNode(node_id, name, "compute", deps, duration_s=event["dur"] * 1e-6))
+            shaped = _gemm(event)
+            nodes.append(
+                TraceNode(
+                    node_id,
+                    name,
+                    "compute",
+                    deps,
+                    duration_s=event["dur"] * 1e-6,
+                    ops=(shaped,) if shaped is not None else (),
+                )
+            )
             last_compute = (node_id, end)
             continue
         where = f"{file}: node {node_id} ({name[:60]})"

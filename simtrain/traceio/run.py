@@ -9,11 +9,12 @@ from typing import Any
 
 from simtrain.api import simtrain_version
 from simtrain.catalog import get_accelerator
-from simtrain.compute.roofline import RooflineComputeModel
+from simtrain.compute.roofline import ComputeModel, RooflineComputeModel
 from simtrain.engine import run_program
 from simtrain.errors import EngineDeadlock, SpecError, TraceFormatError
 from simtrain.network.base import NetworkModel
 from simtrain.specs.hardware import AcceleratorSpec
+from simtrain.traceio.model import HOST_STREAM
 from simtrain.traceio.readers import read_traces
 from simtrain.traceio.replay import build_program, retarget
 from simtrain.traceio.summary import replay_summary
@@ -31,6 +32,8 @@ class ReplayTarget:
         network: the cluster's network model.
         tokens_per_step: tokens per step if an experiment says so, else None.
         spec: the resolved experiment (JSON form) when replaying on an experiment's cluster.
+        compute: the experiment's compute model (calibration, attention kernel, execution
+            mode); None for the accelerator's catalog calibration in eager mode.
     """
 
     name: str
@@ -40,6 +43,7 @@ class ReplayTarget:
     network: NetworkModel
     tokens_per_step: int | None = None
     spec: dict[str, Any] | None = None
+    compute: ComputeModel | None = None
 
 
 def replay_directory(
@@ -104,9 +108,16 @@ def replay_directory(
                 f"compute task is already timed by the compute model of "
                 f"{target.accelerator.name}"
             )
-    compute = RooflineComputeModel(target.accelerator, target.dtype)
+    compute = target.compute or RooflineComputeModel(target.accelerator, target.dtype)
+    # Measured traces keep the pacing they were recorded with (their kernel durations, and
+    # the host thread where Kineto records it); only a trace with nothing measured, such as
+    # simtrain's own export, is issued by the modelled host.
+    host = not any(
+        task.stream == HOST_STREAM or (task.stream == "compute" and task.duration_s is not None)
+        for task in program.tasks
+    )
     try:
-        engine = run_program(program, compute, target.network)
+        engine = run_program(program, compute, target.network, host=host)
     except EngineDeadlock as exc:
         raise TraceFormatError(
             f"{directory}: the rank files issue their collectives or transfers in orders "
@@ -114,14 +125,23 @@ def replay_directory(
         ) from None
     report = replay_summary(
         target.name,
-        program,
+        engine.program or program,
         engine,
         target.accelerator,
         target.dtype,
         info,
         target.tokens_per_step,
+        _calibration_info(compute),
     )
     report["spec"] = target.spec
     report["simtrain_version"] = simtrain_version()
     report["simulation"]["wall_time_s"] = time.perf_counter() - began
     return report
+
+
+def _calibration_info(compute: ComputeModel) -> dict[str, str]:
+    """Name, provenance and source of the compute model's constants (report key)."""
+    cal = getattr(compute, "calibration", None)
+    if cal is None:
+        return {}
+    return {"name": cal.name, "provenance": cal.provenance, "source": cal.source}

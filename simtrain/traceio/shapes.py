@@ -66,16 +66,27 @@ def gemm_op(name: str, shapes_text: str, types_text: str) -> Op | None:
     """The GEMM op of a matmul operator node, or None if it is not one or shapes are unknown."""
     if name not in MATMUL_OPERATORS:
         return None
-    shapes = _literal(shapes_text)
-    if not isinstance(shapes, list):
+    return gemm_op_from_dims(name, _literal(shapes_text), _literal(types_text))
+
+
+def gemm_op_from_dims(name: str, shapes: Any, types: Any) -> Op | None:
+    """The GEMM op of a matmul operator from parsed input shapes and types, or None.
+
+    Kineto records them as lists (``Input Dims``, ``Input type``); None when they do not fit.
+
+    Examples:
+        >>> op = gemm_op_from_dims("aten::addmm", [[512], [64, 256], [256, 512]], ["float"] * 3)
+        >>> (op.m, op.n, op.k)
+        (64, 512, 256)
+    """
+    if name not in MATMUL_OPERATORS or not isinstance(shapes, list):
         return None
     found = _mnk(name, shapes)
     if found is None:
         return None
     batch, m, n, k = found
-    types = _literal(types_text)
     first = str(types[-1]).lower() if isinstance(types, list) and types else ""
-    width = next((w for key, w in DTYPE_BYTES.items() if f"({key})" in first), 4)
+    width = next((w for key, w in DTYPE_BYTES.items() if key in first), 4)
     return Op(
         name,
         "gemm",

@@ -67,6 +67,7 @@ def replay_summary(
     dtype: str,
     replay_info: dict[str, Any],
     tokens_per_step: int | None = None,
+    calibration: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The report dict (see the module docstring for the keys that stay ``null``)."""
     step = engine.step_time_s
@@ -93,6 +94,8 @@ def replay_summary(
         "mfu": flops.model / (step * gpus * peak) if step else 0.0,
         "hfu": flops.hardware / (step * gpus * peak) if step else 0.0,
         "exposed_comm_s": mean("exposed_comm_s"),
+        "exposed_host_s": mean("exposed_host_s"),
+        "compute_calibration": dict(calibration or {}),
         "bubble_s": bubble,
         "bubble_fraction": bubble / step if step else 0.0,
         "compute_s": mean("busy_s"),

@@ -78,7 +78,7 @@ def attention_core(
     keys = min(s_kv, window) if window else s_kv
     flops = 2.0 * batch_heads * s_q * keys * (head_dim + d_v)
     out_bytes = batch_heads * s_q * d_v * ACT_BYTES
-    if kernel == "flash":
+    if kernel != "unfused":  # a fused kernel (flash, flash3, cudnn)
         bias = alibi_bias_bytes(batch_heads, s_kv) if alibi else 0.0
         common = dict(
             kind="attention",

@@ -50,7 +50,8 @@ def _validation_dir(folder: Path) -> Path:
     cases.mkdir()
     (cases / "case.yaml").write_text(
         f"extends: {QUICKSTART}\nname: case\n"
-        "expected: {metric: step_time_s, value: 4.4, tolerance: 0.1, source: test}\n"
+        # a wide tolerance: this test is about rendering, not about the model's numbers
+        "expected: {metric: step_time_s, value: 4.4, tolerance: 0.9, source: test}\n"
     )
     return cases
 

@@ -44,7 +44,7 @@ def test_utilisation_is_a_fraction_and_time_is_accounted(config):
     summary = result.summary()
     assert 0 < summary["mfu"] <= summary["hfu"] <= 1
     for rank in result.ranks:
-        total = rank.busy_s + rank.exposed_comm_s + rank.bubble_s
+        total = rank.busy_s + rank.exposed_comm_s + rank.exposed_host_s + rank.bubble_s
         assert total == pytest.approx(result.step_time_s, rel=1e-9)
     assert summary["tokens_per_s"] == pytest.approx(32 * 128 / result.step_time_s)
 

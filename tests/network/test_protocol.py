@@ -33,8 +33,9 @@ def test_constant_bandwidth_double_drives_the_engine():
     spec = make_experiment("parallel.overlap_grad_reduce=false")
     program = build_program(spec)
     network = ConstantBandwidthNetwork(bandwidth_bytes_per_s=1e9, latency_s=1e-5)
-    compute = RooflineComputeModel(get_accelerator("H100-SXM"))
-    result = run_program(program, compute, network)
+    # compiled execution and no interference: the step is device compute plus the transfer
+    compute = RooflineComputeModel(get_accelerator("H100-SXM"), execution_mode="compiled")
+    result = run_program(program, compute, network, interference=False)
     (grad,) = [t for t in program.tasks if t.ops and t.ops[0].name == "grad_all_reduce"]
     compute_s = sum(compute.task_time_s(t.ops) for t in program.tasks if t.stream == "compute")
     expected = compute_s + 1e-5 + grad.ops[0].comm_bytes / 1e9

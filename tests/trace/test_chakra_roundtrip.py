@@ -4,9 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from simtrain.api import load_experiment, network_model_for, simulate
-from simtrain.catalog import get_accelerator
-from simtrain.compute.roofline import RooflineComputeModel
+from simtrain.api import compute_model_for, load_experiment, network_model_for, simulate
 from simtrain.engine import run_program
 from simtrain.traceio.chakra import read_chakra
 from simtrain.traceio.chakra_export import write_chakra
@@ -114,8 +112,9 @@ def test_round_trip_is_exact_across_schedules(tmp_path, overrides):
     )
     simulated = simulate(spec)
     write_chakra(simulated.program, tmp_path, spec.cluster.accelerator)
-    compute = RooflineComputeModel(get_accelerator(spec.cluster.accelerator), spec.training.dtype)
-    replayed = run_program(build_program(read_chakra(tmp_path)), compute, network_model_for(spec))
+    replayed = run_program(
+        build_program(read_chakra(tmp_path)), compute_model_for(spec), network_model_for(spec)
+    )
     assert replayed.step_time_s == pytest.approx(simulated.step_time_s, rel=1e-9)
 
 

@@ -71,9 +71,11 @@ def test_retarget_scales_measured_durations_by_peak_ratio(capsys):
         capsys, "replay", str(FIXTURE), *TOPOLOGY, "--retarget", "--source-accelerator", "A100-80GB"
     )
     note = moved["replay"]["retarget"]
-    assert note["num_scaled"] > 0 and note["num_reestimated"] == 0
+    # aten::mm ops carry their input dims, so the compute model re-times them; the rest is
+    # scaled by the peak ratio
+    assert note["num_scaled"] > 0 and note["num_reestimated"] >= 2
     assert note["scale"] == pytest.approx(312e12 / 989e12, rel=0.01)
-    assert moved["compute_s"] == pytest.approx(base["compute_s"] * note["scale"], rel=1e-6)
+    assert moved["compute_s"] < base["compute_s"]
 
 
 def test_retarget_without_source_accelerator_is_one_line(capsys):

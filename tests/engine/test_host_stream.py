@@ -1,0 +1,120 @@
+"""The host stream: kernel issue runs ahead of the device and sets the pace only when it must."""
+
+from dataclasses import dataclass
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from simtrain.api import compute_model_for, network_model_for, simulate
+from simtrain.engine import run_program
+from simtrain.engine.host import readiness
+from simtrain.parallel.builder import build_program
+from simtrain.parallel.program import Program, Task
+from simtrain.workload.ops import Op
+from tests.conftest import make_experiment
+
+OP = Op(name="k", kind="elementwise", bytes_accessed=1.0)
+
+
+@dataclass
+class FixedCompute:
+    """Test double: every op takes ``device_s`` on the device and ``issue_s`` on the host."""
+
+    device_s: float
+    issue_s: float
+    execution_mode: str = "eager"
+
+    @property
+    def host(self):
+        return self
+
+    @property
+    def per_kernel_s(self) -> float:
+        return self.issue_s
+
+    per_collective_s = 0.0
+
+    def op_time_s(self, op: Op) -> float:
+        return self.device_s
+
+    def task_time_s(self, ops) -> float:
+        return self.device_s * len(ops)
+
+    def host_time_s(self, ops) -> float:
+        return self.issue_s * len(ops)
+
+
+class NoNetwork:
+    def collective_time_s(self, kind, ranks, size_bytes) -> float:
+        return 0.0
+
+    def p2p_time_s(self, src, dst, size_bytes) -> float:
+        return 0.0
+
+
+def kernel_by_kernel_end(n: int, d: float, h: float) -> float:
+    """End of n kernels when kernel i is issued at (i+1)·h and runs d once issued and free."""
+    device_free = 0.0
+    for i in range(n):
+        device_free = max(device_free, (i + 1) * h) + d
+    return device_free
+
+
+def one_rank_program(num_tasks: int, ops_per_task: int) -> Program:
+    program = Program(world_size=1, simulated_ranks=(0,), weights={0: 1})
+    ops = (OP,) * ops_per_task
+    for i in range(num_tasks):
+        program.add(Task(0, "compute", f"t{i}", ops=ops, deps=(i - 1,) if i else ()))
+    return program
+
+
+@given(
+    n=st.integers(1, 40),
+    d=st.floats(1e-6, 1e-3),
+    h=st.floats(1e-6, 1e-3),
+    tasks=st.integers(1, 5),
+)
+def test_step_matches_kernel_by_kernel_issue_of_uniform_ops(n, d, h, tasks):
+    result = run_program(one_rank_program(tasks, n), FixedCompute(d, h), NoNetwork())
+    expected = kernel_by_kernel_end(tasks * n, d, h)
+    assert result.step_time_s == pytest.approx(expected, rel=1e-9)
+
+
+def test_readiness_is_first_issue_when_device_bound_and_host_lag_when_host_bound():
+    assert readiness(h=10.0, d=100.0, n=10) == pytest.approx(1.0)
+    # host-bound: the device waits until only the last kernel is left to issue
+    assert readiness(h=100.0, d=10.0, n=10) == pytest.approx(10.0 + 0.9 * 90.0)
+
+
+def test_host_free_execution_adds_no_tasks_and_no_time():
+    program = one_rank_program(3, 4)
+    free = run_program(program, FixedCompute(1e-3, 0.0, "compiled"), NoNetwork())
+    assert len(free.program.tasks) == 3
+    assert free.step_time_s == pytest.approx(12e-3)
+
+
+def test_small_model_in_eager_mode_exposes_host_time_compiled_does_not():
+    eager = simulate(make_experiment())
+    compiled = simulate(make_experiment("training.execution_mode=compiled"))
+    assert eager.summary()["exposed_host_s"] > 0
+    assert "host" in eager.summary()["breakdown_s"]
+    assert compiled.summary()["exposed_host_s"] == 0
+    assert compiled.step_time_s < eager.step_time_s
+    for rank in eager.ranks:
+        total = rank.busy_s + rank.exposed_comm_s + rank.exposed_host_s + rank.bubble_s
+        assert total == pytest.approx(eager.step_time_s, rel=1e-9)
+
+
+def test_pipeline_transfers_stop_the_host_in_eager_mode():
+    spec = make_experiment("parallel.pp=2")
+    program = build_program(spec)
+    compute, network = compute_model_for(spec), network_model_for(spec)
+    synced = run_program(program, compute, network, sync_on_p2p=True)
+    free = run_program(program, compute, network, sync_on_p2p=False)
+    tasks = synced.program.tasks
+    waiting = [
+        t for t in tasks if t.stream == "host" and any(tasks[d].stream == "pp_comm" for d in t.deps)
+    ]
+    assert waiting, "with eager pipeline transfers, some host tasks wait for a transfer"
+    assert synced.step_time_s >= free.step_time_s
