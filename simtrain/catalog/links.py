@@ -68,8 +68,21 @@ LINKS: dict[str, LinkSpec] = {
             bandwidth_bytes_per_s=450e9,
             latency_s=NVLINK_LAT_S,
             efficiency=NVLINK4_EFFICIENCY,
+            max_domain_devices=256,
             source=f"{_HW} §7.2 (18 x 25 GB/s per direction); ring busbw ≈370 GB/s, "
-            f"{_COLL} §6.1 (nccl-tests#212)",
+            f"{_COLL} §6.1 (nccl-tests#212); domains of up to 256 GPUs over the NVLink "
+            f"Switch System, {_HW} §7.2.1",
+        ),
+        LinkSpec(
+            name="nvlink4-h800",
+            kind="scale_up",
+            bandwidth_bytes_per_s=200e9,
+            latency_s=NVLINK_LAT_S,
+            efficiency=NVLINK4_EFFICIENCY,
+            max_domain_devices=8,
+            source=f"{_HW} §7.2 (H800: 8 x 25 GB/s per direction, 400 GB/s both ways); "
+            "efficiency as NVLink4's ring, which gives 164 GB/s against the 160 GB/s DeepSeek "
+            f"measured ({_HW} §7.1 H800 row); HGX boards of 8",
         ),
         LinkSpec(
             name="nvlink5",
@@ -77,8 +90,10 @@ LINKS: dict[str, LinkSpec] = {
             bandwidth_bytes_per_s=900e9,
             latency_s=NVLINK_LAT_S,
             efficiency=NVLINK4_EFFICIENCY,
+            max_domain_devices=576,
             source=f"{_HW} §7.2 (1.8 TB/s bidirectional); efficiency assumed equal to "
-            "NVLink4's (no published busbw)",
+            f"NVLink4's (no published busbw); domains of up to 576 GPUs (NVL72 racks: 72), "
+            f"{_HW} §7.2.1",
         ),
         LinkSpec(
             name="pcie4",
