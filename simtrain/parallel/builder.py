@@ -37,7 +37,14 @@ from simtrain.workload.linear import weight_cast_op
 from simtrain.workload.ops import Op
 from simtrain.workload.optimizers import optimizer_op
 from simtrain.workload.primitives import FP8_DTYPES
-from simtrain.workload.transformer import ACT_BYTES, Shard, embedding_ops, head_ops, layer_ops
+from simtrain.workload.transformer import (
+    ACT_BYTES,
+    LayerOps,
+    Shard,
+    embedding_ops,
+    head_ops,
+    layer_ops,
+)
 
 GRAD_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 SHARD_AXIS = "dp_shard"  # pseudo-axis of a rank's ZeRO shard group (see _RankBuilder.group)
@@ -228,6 +235,17 @@ def _recomputed(ops: Sequence[Op]) -> tuple[Op, ...]:
     return tuple(replace(op, phase="recompute") for op in ops)
 
 
+def _minimal_recompute(ops: LayerOps) -> list[Op]:
+    """Forward ops that ``minimal`` recomputation re-runs: all but the weight matmuls.
+
+    The outputs of the weight GEMMs (QKV, output projection, MLP) are kept; the attention
+    core, norms and elementwise ops (activation function, residual adds, rotary) run again
+    from them, in forward order (docs/references/tpu.md §7).
+    """
+    core = set(ops.attention_core)
+    return [op for op in ops.forward if op in core or op.kind in ("norm", "elementwise")]
+
+
 def chunk_ops(
     spec: ExperimentSpec, shard: Shard, layers: range, first: bool, last: bool
 ) -> ChunkOps:
@@ -256,6 +274,8 @@ def chunk_ops(
             backward += _recomputed(ops.forward)
         elif recompute == "selective":
             backward += _recomputed(ops.attention_core)
+        elif recompute == "minimal":
+            backward += _recomputed(_minimal_recompute(ops))
         backward += ops.backward
     if first:
         backward += emb_b

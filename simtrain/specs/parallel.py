@@ -30,7 +30,7 @@ class MeshAxis(str, Enum):
 RANK_AXES = ("tp", "cp", "ep", "dp", "pp")
 """Axes a ``rank_order`` may name."""
 PipelineScheduleName = Literal["gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "dualpipe"]
-RecomputeMode = Literal["none", "selective", "full"]
+RecomputeMode = Literal["none", "selective", "minimal", "full"]
 
 
 class ParallelSpec(Spec):
@@ -89,7 +89,9 @@ class ParallelSpec(Spec):
     pipeline_schedule: PipelineScheduleName = "1f1b"
     """Pipeline schedule (used when pp > 1)."""
     recompute: RecomputeMode = "none"
-    """Activation recomputation: none, selective (attention core) or full (whole layer)."""
+    """Activation recomputation: none, selective (attention core), minimal (everything but the
+    weight matmuls: attention core, norms, activation functions; their outputs are kept, as
+    MaxText's remat_policy "minimal" does) or full (whole layer)."""
     recompute_layer_fraction: float = bounded(1.0, gt=0, le=1, why="a fraction of the layers")
     """With recompute=full, the fraction of each pipeline chunk's layers that are recomputed,
     spread evenly (the others keep their activations): Megatron's --recompute-method block
