@@ -12,8 +12,9 @@ Two runs on 64 H100 (nodes of 8, one NDR NIC per GPU):
 
 Each run is simulated as its stack runs it, then with one overlap switched off at a time
 (``parallel.*`` overrides), then with every overlap off. ``--base-only`` runs only the
-unmodified experiments (no ``parallel.*`` overlap field), so that the same script measures a
-checkout that predates the overlap switches (the "before" column of issue 20's closing note).
+unmodified experiments (no ``parallel.*`` overlap field, so no combined 1F1B), so that the
+same script measures a checkout that predates the overlap switches (the "before" column of
+issue 20's closing note; such a checkout reports no exposed time by category: "-").
 The machine may be loaded: wall times are indicative.
 """
 
@@ -102,7 +103,7 @@ def measure(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
         "step_s": report["step_time_s"],
         "compute_s": report["compute_s"],
         "exposed_comm_s": report["exposed_comm_s"],
-        "exposed_by_category_s": report.get("exposed_comm_by_category_s", {}),
+        "exposed_by_category_s": report.get("exposed_comm_by_category_s"),
         "bubble_s": report["bubble_s"],
         "mfu": report["mfu"],
         "wall_s": wall,
@@ -120,8 +121,10 @@ def main() -> None:
     args = parser.parse_args()
     rows = []
     for run, data in RUNS.items():
-        variants = {"as the stack runs it": SHIPPED.get(run, [])}
-        if not args.base_only:
+        if args.base_only:
+            variants = {"unmodified experiment": []}
+        else:
+            variants = {"as the stack runs it": SHIPPED.get(run, [])}
             variants.update({k: SHIPPED.get(run, []) + v for k, v in WITHOUT[run].items()})
             variants["every overlap off"] = all_off(run)
         for name, overrides in variants.items():
@@ -137,9 +140,14 @@ def main() -> None:
     )
     for r in rows:
         exposed = r["exposed_by_category_s"]
+        by_category = (
+            " ".join(f"{exposed.get(c, 0.0):7.3f}" for c in cats)
+            if exposed is not None
+            else " ".join(f"{'-':>7}" for _ in cats)
+        )
         print(
             f"{r['run']:10} {r['variant']:24} {r['step_s']:7.3f} {r['exposed_comm_s']:8.3f} "
-            + " ".join(f"{exposed.get(c, 0.0):7.3f}" for c in cats)
+            + by_category
             + f" {r['bubble_s']:7.3f} {r['mfu']:6.1%}"
         )
 

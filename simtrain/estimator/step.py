@@ -36,7 +36,15 @@ from simtrain.errors import SpecError
 from simtrain.estimator.chunks import Chunk, ChunkSource, chunk_base
 from simtrain.estimator.pipeline import ScheduleShape, Slot, schedule_shape
 from simtrain.estimator.walk import NO_HOST, ActionTiming, walk
-from simtrain.parallel.builder import GRAD_BYTES, SHARD_AXIS, make_shard, p2p_op, shard_groups
+from simtrain.parallel.builder import (
+    EP_HOPS,
+    GRAD_BYTES,
+    SHARD_AXIS,
+    ep_hop_group,
+    make_shard,
+    p2p_op,
+    shard_groups,
+)
 from simtrain.parallel.layout import RankLayout
 from simtrain.parallel.segments import SegmentPlan
 from simtrain.parallel.stages import chunk_layers
@@ -560,6 +568,7 @@ class Estimator:
         flushes: list[tuple[Flush, ...]] = []
         slowdowns: list[float] = []
         inside: list[float] = []
+        timings: dict[Slot, tuple[ActionTiming, float]] = {}
         pending, elements, fp8_elements = 0.0, 0, 0
         for slot in actions:
             chunk = setup.context.chunks[slot.chunk]
@@ -567,25 +576,32 @@ class Estimator:
             if slot.owns_grads:
                 elements += total
                 fp8_elements += fp8
-            found: list[Flush] = []
-            slowdowns.append(setup.context.slots[slot][-1].slowdown if setup.contended else 0.0)
-            if slot.owns_grads or every_mb:
+            if not (slot.owns_grads or every_mb):
+                flushes.append(())
+                slowdowns.append(0.0)
+                inside.append(0.0)
+                continue
+            info = timings.get(slot)
+            if info is None:
                 timing = setup.context.slots[slot][-1]
-                for (layer, layer_end), host_end in zip(
-                    timing.layer_end_s, timing.layer_end_host_s, strict=True
-                ):
-                    pending += per_layer.get(layer, 0) * grad_bytes
-                    if setup.hooks[r] and pending >= bucket_bytes:
-                        found.append(bucket((layer_end, host_end), pending))
-                        pending = 0.0
-                if every_mb:
-                    found.append(bucket(None, pending))
+                info = timings[slot] = (timing, timing.slowdown if setup.contended else 0.0)
+            timing, sigma = info
+            slowdowns.append(sigma)
+            found: list[Flush] = []
+            hooked = setup.hooks[r]
+            for (layer, layer_end), host_end in zip(
+                timing.layer_end_s, timing.layer_end_host_s, strict=True
+            ):
+                pending += per_layer.get(layer, 0) * grad_bytes
+                if hooked and pending >= bucket_bytes:
+                    found.append(bucket((layer_end, host_end), pending))
                     pending = 0.0
+            if every_mb:
+                found.append(bucket(None, pending))
+                pending = 0.0
             flushes.append(tuple(found))
             extra = 0.0
-            sigma = slowdowns[-1]
             if sigma and found:
-                timing = setup.context.slots[slot][-1]
                 free = 0.0
                 for offset, _, grad_s, _, issues in found:
                     if offset is None or not issues or not grad_s:
@@ -695,7 +711,10 @@ class Estimator:
         found = self._signatures.get(key)
         if found is None:
             keys = chunk.source.comm_keys(probe)
-            groups = {axis: self._group(setup.layout, rank, axis, p) for axis, _, _ in keys}
+            per_node = setup.spec.cluster.gpus_per_node
+            groups = {
+                axis: self._group(setup.layout, rank, axis, p, per_node) for axis, _, _ in keys
+            }
             signature = tuple(
                 self._collective_s(setup.network, kind, groups[axis], size)
                 for axis, kind, size in keys
@@ -740,14 +759,23 @@ class Estimator:
             layout = self._layouts[key] = RankLayout.from_spec(p)
         return layout
 
-    def _group(self, layout: RankLayout, rank: int, axis: str, p: Any) -> tuple[int, ...]:
-        """The rank's process group along ``axis``, as the builder resolves it."""
-        key = (id(layout), rank, axis, p.zero_shard_group_size)
+    def _group(
+        self, layout: RankLayout, rank: int, axis: str, p: Any, gpus_per_node: int = 0
+    ) -> tuple[int, ...]:
+        """The rank's process group along ``axis``, as the builder resolves it.
+
+        The two hops of a DeepEP dispatch (``ep_intra``, ``ep_inter``) split the expert group
+        by node, so they need the cluster's ``gpus_per_node``.
+        """
+        key = (id(layout), rank, axis, p.zero_shard_group_size, gpus_per_node)
         group = self._groups.get(key)
         if group is None:
             if axis == SHARD_AXIS:
                 dp_axis = "dp-cp" if p.cp > 1 else "dp"
                 group = self._shard(layout, rank, dp_axis, p)
+            elif axis in EP_HOPS:
+                ep_group = self._group(layout, rank, "ep", p)
+                group = ep_hop_group(ep_group, rank, gpus_per_node, axis)
             else:
                 group = tuple(layout.group_of(rank, axis))
             self._groups[key] = group

@@ -48,6 +48,7 @@ from simtrain.workload.transformer import (
 
 GRAD_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 SHARD_AXIS = "dp_shard"  # pseudo-axis of a rank's ZeRO shard group (see _RankBuilder.group)
+EP_HOPS = ("ep_intra", "ep_inter")  # pseudo-axes of a DeepEP dispatch's two hops (ep_hop_group)
 Dep = int | str  # a task index, or the key of a point-to-point transfer resolved at the end
 
 
@@ -110,7 +111,7 @@ class _RankBuilder:
         if group is None:
             if axis == SHARD_AXIS:
                 group = shard_groups(self.group(self.dp_axis), self.rank, self.shard_size)[0]
-            elif axis in ("ep_intra", "ep_inter"):
+            elif axis in EP_HOPS:
                 group = ep_hop_group(self.group("ep"), self.rank, self.gpus_per_node, axis)
             else:
                 group = tuple(self.layout.group_of(self.rank, axis))
