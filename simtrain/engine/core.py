@@ -154,9 +154,14 @@ def execute(
             start[index] = env.now
             duration = durations_s[index]
             if contention is not None:
-                yield from contention.run(index, duration, timeout)
-            elif duration > 0:
+                duration = contention.begin(index, duration)
+            if duration > 0:
                 yield timeout(duration)
+            if contention is not None and is_compute[index]:
+                owed = contention.settle(index)
+                while owed > 0:  # slowed further by collectives that started meanwhile
+                    yield timeout(owed)
+                    owed = contention.settle(index)
             end[index] = env.now
             finished(index, env.now)
 
@@ -165,6 +170,7 @@ def execute(
         if contended_s is not None
         else None
     )
+    is_compute = contention.is_compute if contention is not None else ()
     for (_, stream), indices in streams.items():
         process = host_process if stream == HOST_STREAM else stream_process
         env.process(process(indices))
@@ -222,8 +228,8 @@ class _Contention:
         self.running: dict[int, tuple[float, float]] = {}  # rank -> (planned end, sigma)
         self.debt: dict[int, float] = defaultdict(float)
 
-    def run(self, index: int, duration: float, timeout):
-        """Hold the stream for task ``index``, with its share of contention."""
+    def begin(self, index: int, duration: float) -> float:
+        """Start task ``index`` now; how long it holds its stream before any later debt."""
         now = self.env.now
         if self.is_compute[index]:
             rank, sigma = self.ranks[index], self.sigma[index]
@@ -234,18 +240,19 @@ class _Contention:
                 for _, until in flights:
                     extra += sigma * max(0.0, min(until, now + duration) - now)
             self.running[rank] = (now + duration + extra, sigma)
-            if duration + extra > 0:
-                yield timeout(duration + extra)
-            while self.debt[rank] > 0:
-                owed, self.debt[rank] = self.debt[rank], 0.0
-                yield timeout(owed)
-            del self.running[rank]
-            return
+            return duration + extra
         for rank in self.members[index]:
             self.in_flight[rank].append((now, now + duration))
             running = self.running.get(rank)
             if running is not None and running[1]:
                 planned_end, sigma = running
                 self.debt[rank] += sigma * max(0.0, min(planned_end, now + duration) - now)
-        if duration > 0:
-            yield timeout(duration)
+        return duration
+
+    def settle(self, index: int) -> float:
+        """The slowdown compute task ``index`` still owes (0 once it may end; then it ends)."""
+        rank = self.ranks[index]
+        owed = self.debt.pop(rank, 0.0)
+        if owed <= 0:
+            del self.running[rank]
+        return owed
