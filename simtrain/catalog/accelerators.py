@@ -77,6 +77,43 @@ ACCELERATORS: dict[str, AcceleratorSpec] = {
             source=f"{_REF} (H200 SXM row; 141 GB is decimal as published)",
         ),
         AcceleratorSpec(
+            name="H800",
+            vendor="nvidia",
+            # The China SKU of H100 SXM5: the same compute, NVLink cut to 8 links.
+            peak_flops={
+                "bf16": 989.4 * TERA,
+                "fp16": 989.4 * TERA,
+                "fp8": 1978.9 * TERA,
+                "tf32": 494.7 * TERA,
+            },
+            hbm_capacity_bytes=80 * GiB,
+            hbm_bandwidth_bytes_per_s=3.35e12,  # as H100 SXM5 (no published H800 figure)
+            tdp_watts=700,  # as H100 SXM5 (assumed)
+            num_compute_units=132,
+            scale_up_link="nvlink4-h800",
+            # DeepSeek's H800 nodes reach 50 GB/s over InfiniBand per GPU (§7.1 H800 row).
+            scale_out_link="ib-ndr",
+            source=f"{_REF} (H800 row: H100 compute, 80 GB, NVLink 400 GB/s; memory "
+            "bandwidth and power as H100 SXM5, assumed)",
+        ),
+        AcceleratorSpec(
+            name="H20",
+            vendor="nvidia",
+            peak_flops={
+                "bf16": 148 * TERA,
+                "fp16": 148 * TERA,
+                "fp8": 296 * TERA,  # UNVERIFIED (INT8 296 TOPS; Hopper's FP8 = INT8 rate)
+                "tf32": 74 * TERA,
+            },
+            hbm_capacity_bytes=96e9,
+            hbm_bandwidth_bytes_per_s=4.0e12,
+            tdp_watts=400,
+            num_compute_units=78,  # UNVERIFIED (a Geekbench 6 listing)
+            scale_up_link="nvlink4",
+            scale_out_link="ib-ndr",
+            source=f"{_REF} (H20 row, secondary sources; FP8 peak and SM count UNVERIFIED)",
+        ),
+        AcceleratorSpec(
             name="B200",
             vendor="nvidia",
             peak_flops={
@@ -97,6 +134,49 @@ ACCELERATORS: dict[str, AcceleratorSpec] = {
             scale_out_link="ib-ndr",
             source=f"{_REF} (B200 HGX 1000 W row; 180 GB usable, decimal as published); "
             "NICs: docs/references/hardware.md §7.5 (DGX B200: 8 x 400 Gb/s ConnectX-7)",
+        ),
+        AcceleratorSpec(
+            name="GB200",
+            vendor="nvidia",
+            # The B200 die in a Grace-Blackwell superchip, at 1,200 W: higher clocks than HGX.
+            peak_flops={
+                "bf16": 2500 * TERA,
+                "fp16": 2500 * TERA,
+                "fp8": 5000 * TERA,
+                "mxfp8": 5000 * TERA,  # the FP8 tensor-core path, as B200
+                "tf32": 1250 * TERA,
+            },
+            hbm_capacity_bytes=186e9,
+            hbm_bandwidth_bytes_per_s=8e12,
+            tdp_watts=1200,
+            num_compute_units=148,  # the B200 die (assumed)
+            scale_up_link="nvlink5",
+            # One ConnectX-7 (400 Gb/s) per GPU on each 4-GPU compute tray (§7.5).
+            scale_out_link="ib-ndr",
+            source=f"{_REF} (B200 in GB200 row; 186 GB visible per GPU); NICs: "
+            "docs/references/hardware.md §7.5 (GB200 NVL72 compute tray); NVL72 racks: "
+            "cluster.gpus_per_node 72 (docs/references/hardware.md §7.2.1)",
+        ),
+        AcceleratorSpec(
+            name="B300",
+            vendor="nvidia",
+            # ASSUMPTION (labelled in hardware.md §7.1): no published dense BF16/FP8 figure in
+            # the reference set; taken equal to B200's.
+            peak_flops={
+                "bf16": 2250 * TERA,
+                "fp16": 2250 * TERA,
+                "fp8": 4500 * TERA,
+                "mxfp8": 4500 * TERA,
+                "tf32": 1100 * TERA,
+            },
+            hbm_capacity_bytes=288e9,
+            hbm_bandwidth_bytes_per_s=8e12,
+            tdp_watts=1100,
+            num_compute_units=148,
+            scale_up_link="nvlink5",
+            # 800 Gb/s ConnectX-8 NICs come with the B300 generation (§7.5).
+            scale_out_link="ib-xdr",
+            source=f"{_REF} (B300 row: ASSUMPTION, every figure unverified)",
         ),
         AcceleratorSpec(
             name="MI250X",

@@ -43,7 +43,7 @@ SLINGSHOT_STEP_LATENCY_S = 10.37e-6
 # Per-step latency of a ring over TPU DCN (host-mediated transfers between slices), fitted
 # by experiments/calibration/tpu_dcn.py on MaxText's v5e multi-slice MFU decline (16B and
 # 64B series; 32B and 128B held out), docs/references/tpu.md §5. v4 and v5p inherit it.
-TPU_DCN_STEP_LATENCY_S = 0.942e-3
+TPU_DCN_STEP_LATENCY_S = 0.537e-3
 # NDR efficiency: 47 GB/s measured (46-48, docs/references/collectives.md §6.2) of a 50 GB/s
 # line rate.
 NDR_EFFICIENCY = 47 / 50
@@ -68,8 +68,21 @@ LINKS: dict[str, LinkSpec] = {
             bandwidth_bytes_per_s=450e9,
             latency_s=NVLINK_LAT_S,
             efficiency=NVLINK4_EFFICIENCY,
+            max_domain_devices=256,
             source=f"{_HW} §7.2 (18 x 25 GB/s per direction); ring busbw ≈370 GB/s, "
-            f"{_COLL} §6.1 (nccl-tests#212)",
+            f"{_COLL} §6.1 (nccl-tests#212); domains of up to 256 GPUs over the NVLink "
+            f"Switch System, {_HW} §7.2.1",
+        ),
+        LinkSpec(
+            name="nvlink4-h800",
+            kind="scale_up",
+            bandwidth_bytes_per_s=200e9,
+            latency_s=NVLINK_LAT_S,
+            efficiency=NVLINK4_EFFICIENCY,
+            max_domain_devices=8,
+            source=f"{_HW} §7.2 (H800: 8 x 25 GB/s per direction, 400 GB/s both ways); "
+            "efficiency as NVLink4's ring, which gives 164 GB/s against the 160 GB/s DeepSeek "
+            f"measured ({_HW} §7.1 H800 row); HGX boards of 8",
         ),
         LinkSpec(
             name="nvlink5",
@@ -77,8 +90,10 @@ LINKS: dict[str, LinkSpec] = {
             bandwidth_bytes_per_s=900e9,
             latency_s=NVLINK_LAT_S,
             efficiency=NVLINK4_EFFICIENCY,
+            max_domain_devices=576,
             source=f"{_HW} §7.2 (1.8 TB/s bidirectional); efficiency assumed equal to "
-            "NVLink4's (no published busbw)",
+            f"NVLink4's (no published busbw); domains of up to 576 GPUs (NVL72 racks: 72), "
+            f"{_HW} §7.2.1",
         ),
         LinkSpec(
             name="pcie4",

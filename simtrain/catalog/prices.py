@@ -68,13 +68,12 @@ PRESET_PRICES: dict[str, GpuHourPrice] = {
     ),
     "H800": GpuHourPrice(
         2.00,
-        "DeepSeek's own rental assumption for H800 (not a catalog accelerator: simulate it as "
-        "H100-SXM, same compute)",
+        "DeepSeek's own rental assumption for H800",
         "December 2024",
         f"{_REF}: DeepSeek-V3 report, Table 1",
     ),
 }
-"""The preset price of each accelerator that has one (keys are catalog names, plus H800)."""
+"""The preset price of each accelerator that has one (keys are catalog names)."""
 
 OTHER_OFFERS: dict[str, tuple[GpuHourPrice, ...]] = {
     "A100-40GB": (

@@ -36,7 +36,15 @@ from simtrain.errors import SpecError
 from simtrain.estimator.chunks import Chunk, ChunkSource, chunk_base
 from simtrain.estimator.pipeline import ScheduleShape, Slot, schedule_shape
 from simtrain.estimator.walk import ActionTiming, walk
-from simtrain.parallel.builder import GRAD_BYTES, SHARD_AXIS, make_shard, p2p_op, shard_groups
+from simtrain.parallel.builder import (
+    EP_HOPS,
+    GRAD_BYTES,
+    SHARD_AXIS,
+    ep_hop_group,
+    make_shard,
+    p2p_op,
+    shard_groups,
+)
 from simtrain.parallel.layout import RankLayout
 from simtrain.parallel.segments import SegmentPlan
 from simtrain.parallel.stages import chunk_layers
@@ -561,7 +569,10 @@ class Estimator:
         found = self._signatures.get(key)
         if found is None:
             keys = chunk.source.comm_keys(probe)
-            groups = {axis: self._group(setup.layout, rank, axis, p) for axis, _, _ in keys}
+            per_node = setup.spec.cluster.gpus_per_node
+            groups = {
+                axis: self._group(setup.layout, rank, axis, p, per_node) for axis, _, _ in keys
+            }
             signature = tuple(
                 self._collective_s(setup.network, kind, groups[axis], size)
                 for axis, kind, size in keys
@@ -606,14 +617,23 @@ class Estimator:
             layout = self._layouts[key] = RankLayout.from_spec(p)
         return layout
 
-    def _group(self, layout: RankLayout, rank: int, axis: str, p: Any) -> tuple[int, ...]:
-        """The rank's process group along ``axis``, as the builder resolves it."""
-        key = (id(layout), rank, axis, p.zero_shard_group_size)
+    def _group(
+        self, layout: RankLayout, rank: int, axis: str, p: Any, gpus_per_node: int = 0
+    ) -> tuple[int, ...]:
+        """The rank's process group along ``axis``, as the builder resolves it.
+
+        The two hops of a DeepEP dispatch (``ep_intra``, ``ep_inter``) split the expert group
+        by node, so they need the cluster's ``gpus_per_node``.
+        """
+        key = (id(layout), rank, axis, p.zero_shard_group_size, gpus_per_node)
         group = self._groups.get(key)
         if group is None:
             if axis == SHARD_AXIS:
                 dp_axis = "dp-cp" if p.cp > 1 else "dp"
                 group = self._shard(layout, rank, dp_axis, p)
+            elif axis in EP_HOPS:
+                ep_group = self._group(layout, rank, "ep", p)
+                group = ep_hop_group(ep_group, rank, gpus_per_node, axis)
             else:
                 group = tuple(layout.group_of(rank, axis))
             self._groups[key] = group

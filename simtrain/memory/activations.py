@@ -11,6 +11,7 @@ tensor + sequence parallel     s·b·h·(34/t + 5·a·s/(h·t))
 TP + selective recompute       s·b·h·(10 + 24/t)
 TP + SP + selective recompute  s·b·h·34/t
 full recompute                 s·b·h·2 (2·s·b·h/t with SP)
+minimal recompute (GPT, TP+SP) s·b·h·(6 + 2·(3 + 4))/t = s·b·h·20/t
 =============================  ==========================================
 
 :func:`layer_activation_bytes` computes these from their parts, so that they generalise:
@@ -30,6 +31,13 @@ input and one (shared norm) or two normalised inputs instead of two of each; ReL
 only its output (2·f), squared ReLU its input and output (4·f), GeGLU what SwiGLU keeps;
 multi-head latent attention keeps its latents whole on every TP rank; FP8 training keeps
 linear-layer inputs in 8 bits.
+
+``minimal`` recomputation (MaxText's remat_policy "minimal", docs/references/tpu.md §7) keeps
+only the layer input and the outputs of the weight matmuls: Q, K and V, the MLP's first
+GEMM(s) (two for gated units) inside the tensor-parallel region, and the output projection
+and second MLP GEMM (h each, outside it); norms, activation functions and the attention core
+are recomputed from them. MoE and MLA layers are estimated as under selective recomputation
+(an upper bound: it keeps the same matmul outputs and more).
 """
 
 from __future__ import annotations
@@ -75,6 +83,13 @@ def layer_activation_bytes(
     outside_tp = sp and tp > 1
     if recompute == "full":  # only each layer's input is kept
         return ACT_BYTES * sbh / (tp if outside_tp else 1)
+    if recompute == "minimal" and not moe_layer and model.mla is None:
+        # the layer input and the two row-parallel GEMM outputs; QKV and first-MLP outputs
+        kv = model.kv_heads
+        qkv = (model.num_heads + kv) * model.head_size + kv * model.v_head_size
+        gated = model.activation not in ("relu", "gelu", "squared_relu")
+        inside = qkv + (2 if gated else 1) * model.ffn_size
+        return ACT_BYTES * (3 * sbh / (tp if outside_tp else 1) + s * b * inside / tp)
     gemm_in = 1 if fp8 else ACT_BYTES  # bytes of a stored linear-layer input
     masks = (2 if model.dropout else 0) * MASK_BYTES * sbh
     # norm inputs (the block input is shared by both norms of a parallel block) and the

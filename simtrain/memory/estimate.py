@@ -35,7 +35,8 @@ from simtrain.memory.model_states import (
     rank_params,
     rank_stages,
 )
-from simtrain.parallel.schedules import Action, get_schedule
+from simtrain.parallel.overlap import step_actions
+from simtrain.parallel.schedules import Action
 from simtrain.parallel.stages import chunk_layers, recomputed_layers
 from simtrain.specs.experiment import ExperimentSpec
 from simtrain.specs.framework_resolve import effective_zero_stage
@@ -192,9 +193,7 @@ def _buffers(spec: ExperimentSpec, stage: int) -> dict[str, float]:
 
 def _schedule(spec: ExperimentSpec) -> dict[int, list[Action]]:
     """Every pipeline rank's actions; one stage is gradient accumulation whatever the schedule."""
-    p = spec.parallel
-    name = p.pipeline_schedule if p.pp > 1 else "1f1b"
-    return get_schedule(name)(p.pp, p.num_microbatches, p.vpp)
+    return step_actions(spec.parallel)
 
 
 def estimate_stage_memory(

@@ -19,8 +19,8 @@ Which parameters a pipeline rank holds: the layers of its model chunks (all laye
 ``c * pp + r``; under DualPipe it holds stages r and pp-1-r of two model copies), the token
 embedding on the rank that runs stage 0 and the LM head and final norm on the rank that runs the
 last stage. Matrices are split over tp; norms, the output-projection bias and the position
-table stay replicated (as in Megatron); routed experts are split over ep × tp, and sharded by
-ZeRO over the expert-data-parallel group edp = dp·cp/ep instead of dp·cp.
+table stay replicated (as in Megatron); routed experts are split over ep × etp, and sharded by
+ZeRO over the expert-data-parallel group edp = tp·cp·dp/(ep·etp) instead of dp·cp.
 """
 
 from __future__ import annotations
@@ -153,11 +153,11 @@ def rank_params(spec: ExperimentSpec, rank: int) -> RankParams:
         linear += attn_linear
         if m.is_moe_layer(layer):
             expert = mlp_params(m, m.expert_ffn_size)
-            layer_experts = m.num_experts * expert / (p.ep * p.tp)
+            layer_experts = m.num_experts * expert / (p.ep * p.expert_tp)
             layer_dense += m.num_shared_experts * expert / p.tp + h * m.num_experts
             expert_matrices = mlp_matrices(m) * h * m.expert_ffn_size
             linear += expert_matrices * (
-                m.num_experts / (p.ep * p.tp) + m.num_shared_experts / p.tp
+                m.num_experts / (p.ep * p.expert_tp) + m.num_shared_experts / p.tp
             )
         else:
             layer_dense += mlp_params(m, m.ffn_size) / p.tp
@@ -183,7 +183,7 @@ def rank_model_states(spec: ExperimentSpec, rank: int) -> ModelStateBytes:
     """Model-state bytes of pipeline rank ``rank``.
 
     Dense parameters are sharded by ZeRO over dp·cp (or the hybrid shard group), routed
-    experts over edp = dp·cp/ep (or the shard group if smaller).
+    experts over edp = tp·cp·dp/(ep·etp) (or the shard group if smaller).
     """
     p = spec.parallel
     params = rank_params(spec, rank)
@@ -193,7 +193,7 @@ def rank_model_states(spec: ExperimentSpec, rank: int) -> ModelStateBytes:
     optimizer = spec.training.optimizer
     stage = effective_zero_stage(spec)
     return model_state_bytes(params.dense, stage, shard, optimizer) + model_state_bytes(
-        params.experts, stage, min(shard, dp_cp // p.ep), optimizer
+        params.experts, stage, min(shard, p.expert_dp), optimizer
     )
 
 

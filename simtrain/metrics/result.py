@@ -143,6 +143,15 @@ class SimulationResult:
                 totals[category] = totals.get(category, 0.0) + self.weights[r.rank] * seconds
         return {k: v / weight_sum for k, v in sorted(totals.items())}
 
+    def exposed_by_category_s(self) -> dict[str, float]:
+        """Mean per-rank exposed communication by category (see ``RankTime``)."""
+        totals: dict[str, float] = {}
+        weight_sum = sum(self.weights[r.rank] for r in self.ranks)
+        for r in self.ranks:
+            for category, seconds in r.exposed_by_category_s.items():
+                totals[category] = totals.get(category, 0.0) + self.weights[r.rank] * seconds
+        return {k: v / weight_sum for k, v in sorted(totals.items())}
+
     def summary(self) -> dict[str, Any]:
         """The report as a JSON-ready dict (the content of ``report.json``)."""
         step = self.step_time_s
@@ -157,6 +166,7 @@ class SimulationResult:
             "mfu": self.mfu,
             "hfu": self.hfu,
             "exposed_comm_s": exposed,
+            "exposed_comm_by_category_s": self.exposed_by_category_s(),
             "exposed_host_s": self._mean("exposed_host_s"),
             "compute_calibration": dict(self.calibration),
             "bubble_s": bubble,

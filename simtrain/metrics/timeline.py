@@ -63,6 +63,10 @@ class RankTime:
     exposed_host_s: float = 0.0
     """Compute-stream idle time, with no communication in flight, while the host is still
     issuing this rank's kernels."""
+    exposed_by_category_s: dict[str, float] = field(default_factory=dict)
+    """Per communication category, compute-stream idle time while communication of that
+    category is in flight: what overlap left exposed. Categories in flight at the same idle
+    moment each count it, so these may add up to more than ``exposed_comm_s``."""
 
 
 def union_intervals(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -142,6 +146,13 @@ def rank_times(
         busy_s = float(duration[mine].sum())
         comm = comm_idx[comm_rank == rank]
         exposed = _uncovered(start_s[comm], end_s[comm], start_s[mine], end_s[mine])
+        by_category: dict[str, list[int]] = defaultdict(list)
+        for index in comm:
+            by_category[tasks[index].category].append(int(index))
+        exposed_by = {
+            category: _uncovered(start_s[rows], end_s[rows], start_s[mine], end_s[mine])
+            for category, rows in sorted(by_category.items())
+        }
         host = host_idx[host_rank == rank]
         exposed_host = 0.0
         if host.size:
@@ -157,6 +168,7 @@ def rank_times(
                 max(0.0, idle_s - exposed - exposed_host),
                 dict(categories[rank]),
                 exposed_host,
+                exposed_by,
             )
         )
     return result

@@ -20,13 +20,14 @@ asynchronous tensor-parallel communication in the backward).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from simtrain.catalog.frameworks import get_framework
 from simtrain.parallel.layout import RankLayout
+from simtrain.parallel.overlap import paired_steps, step_actions, tp_overlapped
 from simtrain.parallel.program import Program, Task
-from simtrain.parallel.schedules import get_schedule, split_backwards, stage_rank
+from simtrain.parallel.schedules import Action, split_backwards, stage_rank
 from simtrain.parallel.segments import SegmentPlan, segment_ops
 from simtrain.parallel.sharding import with_param_gathers
 from simtrain.parallel.stages import chunk_layers, recomputed_layers
@@ -36,10 +37,18 @@ from simtrain.workload.linear import weight_cast_op
 from simtrain.workload.ops import Op
 from simtrain.workload.optimizers import optimizer_op
 from simtrain.workload.primitives import FP8_DTYPES
-from simtrain.workload.transformer import ACT_BYTES, Shard, embedding_ops, head_ops, layer_ops
+from simtrain.workload.transformer import (
+    ACT_BYTES,
+    LayerOps,
+    Shard,
+    embedding_ops,
+    head_ops,
+    layer_ops,
+)
 
 GRAD_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 SHARD_AXIS = "dp_shard"  # pseudo-axis of a rank's ZeRO shard group (see _RankBuilder.group)
+EP_HOPS = ("ep_intra", "ep_inter")  # pseudo-axes of a DeepEP dispatch's two hops (ep_hop_group)
 Dep = int | str  # a task index, or the key of a point-to-point transfer resolved at the end
 
 
@@ -64,6 +73,7 @@ class _RankBuilder:
     instances: dict[str, int]
     dp_axis: str
     shard_size: int | None
+    gpus_per_node: int = 1
     waiting: list[Dep] = field(default_factory=list)
     deferred: list[int] = field(default_factory=list)
     last_compute: int | None = None
@@ -94,11 +104,15 @@ class _RankBuilder:
 
         ``dp_shard`` is the rank's ZeRO shard group: a contiguous slice of the
         data-parallel group (all of it unless hybrid sharding sets a smaller size).
+        ``ep_intra`` and ``ep_inter`` are the two hops of a DeepEP dispatch: the rank's
+        expert-parallel peers in its node, and those on its rail in other nodes.
         """
         group = self.groups.get(axis)
         if group is None:
             if axis == SHARD_AXIS:
                 group = shard_groups(self.group(self.dp_axis), self.rank, self.shard_size)[0]
+            elif axis in EP_HOPS:
+                group = ep_hop_group(self.group("ep"), self.rank, self.gpus_per_node, axis)
             else:
                 group = tuple(self.layout.group_of(self.rank, axis))
             self.groups[axis] = group
@@ -134,12 +148,29 @@ class _RankBuilder:
 
     def emit(self, plan: SegmentPlan, label: str, stage: int, microbatch: int) -> dict[int, int]:
         """Append a segment plan as tasks; return the last compute task of each layer."""
+        blocks = self.emit_blocks(plan, label, stage, microbatch)
+        while True:
+            try:
+                next(blocks)
+            except StopIteration as done:
+                return done.value
+
+    def emit_blocks(
+        self, plan: SegmentPlan, label: str, stage: int, microbatch: int
+    ) -> Generator[None, None, dict[int, int]]:
+        """:meth:`emit`, pausing before each compute task that waits for a collective.
+
+        The pauses are where another microbatch's work can fill the gap (two-microbatch
+        overlap). Returns the last compute task of each layer.
+        """
         last_of_layer: dict[int, int] = {}
         issued: dict[int, int] = {}  # segment position -> task index of its collective
         for position, seg in enumerate(plan.segments):
             if seg.is_comm:
                 issued[position] = self.comm(seg.ops[0], label, microbatch)
                 continue
+            if seg.waits_for:
+                yield
             phase = seg.ops[0].phase
             category = {"recompute": "recompute", "optimizer": "optimizer"}.get(phase, "compute")
             index = self.add(
@@ -159,6 +190,14 @@ class _RankBuilder:
             self.last_compute, self.waiting = index, []
         self.deferred += [issued[w] for w in plan.trailing]
         return last_of_layer
+
+    def state(self) -> tuple[list[Dep], list[int], int | None]:
+        """What the next compute task of the current flow waits for (to switch flows)."""
+        return self.waiting, self.deferred, self.last_compute
+
+    def resume(self, state: tuple[list[Dep], list[int], int | None]) -> None:
+        """Continue a flow whose :meth:`state` was saved."""
+        self.waiting, self.deferred, self.last_compute = state
 
     def settle(self) -> list[Dep]:
         """End of an action: return everything its successors must wait for."""
@@ -181,6 +220,8 @@ class ChunkOps:
     weight: tuple[Op, ...]  # the weight gradients alone
     layer_elements: dict[int, int]  # local weight elements per layer (-1: input embedding)
     fp8_elements: int  # local weight elements of FP8 linear layers (cast once per step)
+    # routed-expert weight elements per layer (part of layer_elements), reduced over edp
+    expert_elements: dict[int, int] = field(default_factory=dict)
 
     @property
     def weight_elements(self) -> int:
@@ -192,6 +233,17 @@ def _recomputed(ops: Sequence[Op]) -> tuple[Op, ...]:
     from dataclasses import replace
 
     return tuple(replace(op, phase="recompute") for op in ops)
+
+
+def _minimal_recompute(ops: LayerOps) -> list[Op]:
+    """Forward ops that ``minimal`` recomputation re-runs: all but the weight matmuls.
+
+    The outputs of the weight GEMMs (QKV, output projection, MLP) are kept; the attention
+    core, norms and elementwise ops (activation function, residual adds, rotary) run again
+    from them, in forward order (docs/references/tpu.md §7).
+    """
+    core = set(ops.attention_core)
+    return [op for op in ops.forward if op in core or op.kind in ("norm", "elementwise")]
 
 
 def chunk_ops(
@@ -222,6 +274,8 @@ def chunk_ops(
             backward += _recomputed(ops.forward)
         elif recompute == "selective":
             backward += _recomputed(ops.attention_core)
+        elif recompute == "minimal":
+            backward += _recomputed(_minimal_recompute(ops))
         backward += ops.backward
     if first:
         backward += emb_b
@@ -234,6 +288,9 @@ def chunk_ops(
         embedding = (
             (0 if shared else model.vocab_size // shard.tp) + positions
         ) * model.hidden_size
+    tp_mode = spec.parallel.tp_comm_overlap or "wgrad"
+    forward = tp_overlapped(forward, tp_mode, shard.tp, model.num_layers)
+    backward = tp_overlapped(backward, tp_mode, shard.tp, model.num_layers)
     backward_input = [op for op in backward if op.phase != "bwd_weight"]
     weight = tuple(op for op in backward if op.phase == "bwd_weight")
     tensors = _layer_weight_tensors(backward)
@@ -247,8 +304,9 @@ def chunk_ops(
         forward = gathered_forward = with_param_gathers(forward, tensors, SHARD_AXIS, behaviour)
         backward = with_param_gathers(backward, tensors, SHARD_AXIS, behaviour)
         backward_input = with_param_gathers(backward_input, tensors, SHARD_AXIS, behaviour)
-    elif sharded and stage == 2 and behaviour.zero2_param_gather == "forward":
-        # FSDP SHARD_GRAD_OP: gathered unit by unit in the step's first forward, then kept.
+    elif sharded and stage in (1, 2) and gathers_in_forward(spec):
+        # FSDP SHARD_GRAD_OP, or ZeRO-1/2 with the gather overlapped with the forward:
+        # gathered unit by unit in the step's first forward, then kept.
         gathered_forward = with_param_gathers(forward, tensors, SHARD_AXIS, behaviour)
     return ChunkOps(
         forward=tuple(forward),
@@ -257,13 +315,32 @@ def chunk_ops(
         backward_input=tuple(backward_input),
         weight=weight,
         layer_elements={layer: sum(sizes) for layer, sizes in tensors.items()},
+        expert_elements=_expert_weight_elements(backward),
         fp8_elements=sum(op.m * op.n * op.batch for op in weight if op.dtype in FP8_DTYPES),
     )
+
+
+def gathers_in_forward(spec: ExperimentSpec) -> bool:
+    """Whether ZeRO-1/2 gathers updated parameters layer by layer in the next forward.
+
+    FSDP's SHARD_GRAD_OP always does; Megatron's distributed optimizer does under
+    ``--overlap-param-gather`` (``parallel.overlap_param_gather``); otherwise the gather
+    follows the optimizer step.
+    """
+    stage = effective_zero_stage(spec)
+    behaviour = get_framework(spec.training.framework).sharding
+    if stage == 2 and behaviour.zero2_param_gather == "forward":
+        return True
+    return stage in (1, 2) and bool(spec.parallel.overlap_param_gather)
 
 
 def make_shard(spec: ExperimentSpec) -> Shard:
     """How one rank's share of every layer is cut under the experiment's parallel settings."""
     p = spec.parallel
+    ep_nodes = 1
+    if p.ep > 1:  # nodes one expert-parallel group spans (ranks fill nodes in order)
+        group = make_layout(spec).group_of(0, "ep")
+        ep_nodes = len({rank // spec.cluster.gpus_per_node for rank in group})
     return Shard(
         p.micro_batch_size,
         p.tp,
@@ -274,6 +351,9 @@ def make_shard(spec: ExperimentSpec) -> Shard:
         spec.training.attention_kernel,
         p.cp_algorithm,
         spec.training.fp8_recipe or "delayed",  # the default recipe of dtype fp8
+        etp=p.expert_tp,
+        dispatcher=p.moe_dispatcher,
+        ep_nodes=ep_nodes,
     )
 
 
@@ -290,6 +370,15 @@ def p2p_op(spec: ExperimentSpec) -> Op:
 def make_layout(spec: ExperimentSpec) -> RankLayout:
     """The rank layout of the experiment's parallel degrees and order."""
     return RankLayout.from_spec(spec.parallel)
+
+
+def _expert_weight_elements(ops: Sequence[Op]) -> dict[int, int]:
+    """Local routed-expert weight elements per layer (replicated only over edp)."""
+    per_layer: dict[int, int] = defaultdict(int)
+    for op in ops:
+        if op.kind == "gemm" and op.phase == "bwd_weight" and op.name.startswith("expert_"):
+            per_layer[op.layer] += op.m * op.n * op.batch
+    return dict(per_layer)
 
 
 def _layer_weight_tensors(ops: Sequence[Op]) -> dict[int, list[int]]:
@@ -316,8 +405,7 @@ class _StepAssembler:
             for c, layers in enumerate(chunk_layers(model.num_layers, self.num_chunks))
         ]
         self.schedule_name = p.pipeline_schedule if p.pp > 1 else "1f1b"
-        schedule = get_schedule(self.schedule_name)
-        self.actions_by_stage = schedule(p.pp, p.num_microbatches, p.vpp)
+        self.actions_by_stage = step_actions(p)
         world = self.layout.world_size
         ranks = (
             list(range(world))
@@ -373,7 +461,7 @@ class _StepAssembler:
         )
         peer = rb.group("pp")[peer_stage]  # the pp group is ordered by stage
         op = self.p2p_op
-        self.p2p[key] = rb.add(
+        send = self.p2p[key] = rb.add(
             Task(
                 rb.rank,
                 "pp_comm",
@@ -386,6 +474,8 @@ class _StepAssembler:
             ),
             after,
         )
+        if not self.p.overlap_p2p_comm:  # a blocking send: the sender's compute waits
+            rb.waiting.append(send)
 
     def _build_rank(self, rank: int) -> None:
         p = self.p
@@ -397,6 +487,7 @@ class _StepAssembler:
             self.instances,
             self.dp_axis,
             p.zero_shard_group_size,
+            self.spec.cluster.gpus_per_node,
         )
         actions = self.actions_by_stage[self.layout.coords(rank)["pp"]]
         split = split_backwards(actions)
@@ -410,10 +501,17 @@ class _StepAssembler:
             bucket,
             overlap_replica=p.overlap_replica_grad_reduce is not False,
         )
+        # Routed experts are replicated only over the expert-data-parallel group.
+        experts = _GradientReducer(
+            rb,
+            self.zero_stage,
+            bucket,
+            overlap_replica=p.overlap_replica_grad_reduce is not False,
+            expert=True,
+        )
         # FSDP and DeepSpeed reduce sharded gradients after every microbatch's backward.
         every_mb = self.zero_stage >= 2 and sharding.reduce_every_microbatch
         first_forward: dict[int, int] = {}  # chunk -> microbatch of its first forward
-        local_elements = fp8_elements = 0
         # A stage's gradients are complete after the last action on this rank that computes
         # its weight gradients (a W, or a B that is not split); DualPipe holds two stages.
         last_grad_action = {
@@ -421,21 +519,26 @@ class _StepAssembler:
             for i, a in enumerate(actions)
             if a.kind == "W" or (a.kind == "B" and (a.stage, a.microbatch) not in split)
         }
-        hooks = p.overlap_grad_reduce and len(grads.group) > 1
+        hooks = p.overlap_grad_reduce and max(len(grads.group), len(experts.group)) > 1
         # Transfers are keyed by pipeline (its first rank) so that, in full mode, a stage
         # waits for the send of its own pipeline replica.
         pipeline = rb.group("pp")[0]
-        for position, action in enumerate(actions):
+        position_of = {action: i for i, action in enumerate(actions)}
+        totals = {"elements": 0, "experts": 0, "fp8": 0}
+
+        def run(action: Action) -> Iterator[None]:
+            """Emit one action; pauses where a paired action may fill a wait."""
             chunk, mb, label = action.stage, action.microbatch, str(action)
+            position = position_of[action]
             if action.kind == "F":
                 if chunk > 0:
                     rb.waiting.append(f"{pipeline}:F{chunk - 1}:{mb}")
                 body = "first_forward" if first_forward.setdefault(chunk, mb) == mb else "forward"
-                rb.emit(self._segments(chunk, body, False), label, chunk, mb)
+                yield from rb.emit_blocks(self._segments(chunk, body, False), label, chunk, mb)
                 tail = rb.settle()
                 if chunk < self.num_chunks - 1:
                     self._send(rb, f"{pipeline}:F{chunk}:{mb}", chunk + 1, label, chunk, mb, tail)
-                continue
+                return
             if action.kind == "B" and chunk < self.num_chunks - 1:
                 rb.waiting.append(f"{pipeline}:B{chunk + 1}:{mb}")
             split_w = (chunk, mb) in split
@@ -444,42 +547,89 @@ class _StepAssembler:
             computes_grads = action.kind == "W" or not split_w
             reduces = owns_grads or (every_mb and computes_grads)
             segments = self._segments(chunk, body, reduces and hooks)
-            last_of_layer = rb.emit(segments, label, chunk, mb)
+            last_of_layer = yield from rb.emit_blocks(segments, label, chunk, mb)
             rb.settle()
             if action.kind == "B" and chunk > 0:
                 after = [rb.last_compute] if rb.last_compute is not None else []
                 self._send(rb, f"{pipeline}:B{chunk}:{mb}", chunk - 1, label, chunk, mb, after)
+            ops = self.chunks[chunk]
             if owns_grads:
-                local_elements += self.chunks[chunk].weight_elements
-                fp8_elements += self.chunks[chunk].fp8_elements
+                totals["elements"] += ops.weight_elements
+                totals["experts"] += sum(ops.expert_elements.values())
+                totals["fp8"] += ops.fp8_elements
             if reduces:
-                per_layer = self.chunks[chunk].layer_elements
                 for layer, task in last_of_layer.items():
-                    grads.add(per_layer.get(layer, 0) * self.grad_bytes, task, overlap=hooks)
+                    routed = ops.expert_elements.get(layer, 0)
+                    dense = ops.layer_elements.get(layer, 0) - routed
+                    grads.add(dense * self.grad_bytes, task, overlap=hooks)
+                    experts.add(routed * self.grad_bytes, task, overlap=hooks)
                 if every_mb:
                     grads.flush(rb.last_compute)
+                    experts.flush(rb.last_compute)
+
+        steps = paired_steps(actions) if p.overlap_ep_comm else [(a,) for a in actions]
+        for step in steps:
+            _interleave(rb, [run(action) for action in step])
+        expert_elements, fp8_elements = totals["experts"], totals["fp8"]
+        dense_elements = totals["elements"] - expert_elements
         grads.flush(rb.last_compute)
-        shard_factor = len(grads.shard) if self.zero_stage >= 1 else 1
-        rb.waiting += grads.tasks
-        step: tuple[Op, ...] = (
-            optimizer_op(local_elements / shard_factor, self.spec.training.optimizer),
-        )
+        experts.flush(rb.last_compute)
+        sharded = self.zero_stage >= 1
+        updated = dense_elements / (len(grads.shard) if sharded else 1)
+        updated += expert_elements / (len(experts.shard) if sharded else 1)
+        rb.waiting += grads.tasks + experts.tasks
+        step: tuple[Op, ...] = (optimizer_op(updated, self.spec.training.optimizer),)
         if fp8_elements:  # refresh the FP8 weight copies once per step
             step += (weight_cast_op(fp8_elements, self.fp8_recipe),)
         rb.emit(segment_ops(step, False), "optimizer", -1, -1)
         # ZeRO-3 gathers parameters layer by layer instead, and so does ZeRO-2 under FSDP
         # (in the next step's first forward).
-        gathers_after = self.zero_stage == 1 or (
-            self.zero_stage == 2 and sharding.zero2_param_gather == "after_optimizer"
+        if self.zero_stage in (1, 2) and not gathers_in_forward(self.spec):
+            grads.all_gather_params(dense_elements * ACT_BYTES, rb.last_compute)
+            experts.all_gather_params(expert_elements * ACT_BYTES, rb.last_compute)
+
+
+def _interleave(rb: _RankBuilder, flows: list[Iterator[None]]) -> None:
+    """Emit one action, or two actions interleaved (two-microbatch overlap).
+
+    Each flow runs until it must wait for one of its collectives, then the other flow's
+    next compute fills the wait (DualPipe's overlapped forward-backward chunks). Each flow
+    keeps its own dependencies; afterwards the rank waits for what either left in flight.
+    """
+    if len(flows) == 1:
+        for _ in flows[0]:
+            pass
+        return
+    waiting, _, last = rb.state()
+    states = [rb.state(), (list(waiting), [], last)]
+    live = [True] * len(flows)
+    current = 0
+    while any(live):
+        try:
+            next(flows[current])
+        except StopIteration:
+            live[current] = False
+        states[current] = rb.state()
+        other = 1 - current
+        if live[other]:
+            current = other
+            rb.resume(states[current])
+    lasts = [state[2] for state in states if state[2] is not None]
+    rb.resume(
+        (
+            states[0][0] + states[1][0],
+            states[0][1] + states[1][1],
+            max(lasts) if lasts else None,
         )
-        if gathers_after:
-            grads.all_gather_params(local_elements * ACT_BYTES, rb.last_compute)
+    )
 
 
 @dataclass
 class _GradientReducer:
     """Buckets one rank's gradients and issues their data-parallel reductions.
 
+    One reducer serves the dense parameters (the data-parallel group), another the routed
+    experts (``expert``: the expert-data-parallel group, edp ranks).
     ZeRO 0 all-reduces each bucket over the data-parallel group. ZeRO >= 1 reduce-scatters
     it over the shard group and, under hybrid sharding, all-reduces the shard across the
     shard groups; updated parameters are all-gathered over the shard group.
@@ -489,6 +639,7 @@ class _GradientReducer:
     zero_stage: int
     bucket_size_bytes: float
     overlap_replica: bool = True
+    expert: bool = False
     pending_bytes: float = 0.0
     tasks: list[int] = field(default_factory=list)
     group: tuple[int, ...] = ()
@@ -496,8 +647,13 @@ class _GradientReducer:
     replica: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
-        self.group = self.rb.group(self.rb.dp_axis)
-        self.shard, self.replica = shard_groups(self.group, self.rb.rank, self.rb.shard_size)
+        size = self.rb.shard_size
+        if self.expert:  # the expert-data-parallel group; hybrid shards at most over it
+            self.group = self.rb.group("edp")
+            size = min(size, len(self.group)) if size else None
+        else:
+            self.group = self.rb.group(self.rb.dp_axis)
+        self.shard, self.replica = shard_groups(self.group, self.rb.rank, size)
 
     def add(self, size_bytes: float, after: int, overlap: bool) -> None:
         """Gradients of ``size_bytes`` are ready once task ``after`` ends."""
@@ -558,18 +714,38 @@ class _GradientReducer:
             comm_bytes=size,
         )
         seq = len(self.tasks)
+        tag = "edp" if self.expert else "dp"
         return self.rb.add(
             Task(
                 self.rb.rank,
                 "dp_grad_comm" if extra_after is None else "dp_replica_comm",
-                f"dp:{name}",
+                f"{tag}:{name}",
                 "dp_comm",
                 (op,),
                 group=group,
-                collective_key=f"dp|{group[0]}|{seq}|{name}",
+                collective_key=f"{tag}|{group[0]}|{seq}|{name}",
             ),
             deps,
         )
+
+
+def ep_hop_group(
+    ep_group: tuple[int, ...], rank: int, gpus_per_node: int, hop: str
+) -> tuple[int, ...]:
+    """The expert-parallel peers of ``rank`` in its node (``ep_intra``) or on its rail.
+
+    Ranks fill nodes in order, so rank // gpus_per_node is the node and rank % gpus_per_node
+    the rail (the GPU's NIC).
+
+    Examples:
+        >>> ep_hop_group(tuple(range(16)), 5, 8, "ep_intra")
+        (0, 1, 2, 3, 4, 5, 6, 7)
+        >>> ep_hop_group(tuple(range(16)), 5, 8, "ep_inter")
+        (5, 13)
+    """
+    if hop == "ep_intra":
+        return tuple(r for r in ep_group if r // gpus_per_node == rank // gpus_per_node)
+    return tuple(r for r in ep_group if r % gpus_per_node == rank % gpus_per_node)
 
 
 def shard_groups(

@@ -10,15 +10,18 @@ that order, the rank of coordinates (c_0, c_1, ...) is
 The default order ``tp-cp-ep-dp-pp`` keeps a tensor-parallel group on consecutive ranks (hence
 inside a node) and the pipeline stages outermost.
 
-Expert parallelism (DESIGN.md: "ep folds into dp·cp for MoE layers"): the dense layers use the
-grid above with ep = 1, so world = tp·cp·dp·pp. For MoE layers the same ranks are renumbered on
-a second grid, like Megatron's expert rank generator (``RankGenerator(tp, ep, dp=edp, pp, cp=1,
-order)``): the same order string, cp = 1, ep = ep and a dp axis of size edp = dp·cp/ep (the
-expert-data-parallel degree). So the dp·cp ranks of one tensor-parallel position and one stage
-are re-split into ep × edp. For that to hold, when ep > 1 the order must keep ep next to dp
-(Megatron raises "The ep and dp must be adjacent in order") and cp, ep, dp in one block.
-Axes ``ep`` and ``edp`` in :meth:`RankLayout.groups` address this expert grid; tp and pp
-groups are the same on both grids.
+Expert parallelism with MoE parallel folding: the dense layers use the grid above with ep = 1,
+so world = tp·cp·dp·pp. For MoE layers the same ranks are renumbered on a second grid, like
+Megatron-Core's expert rank generator (``RankGenerator(tp=etp, ep, dp=edp, pp, cp=1, order)``):
+the same order string with the tp axis sized etp (expert tensor parallelism), cp = 1, ep = ep
+and a dp axis of size edp = tp·cp·dp/(etp·ep) (expert data parallelism). So the tp·cp·dp ranks
+of one stage are re-split into etp × ep × edp: with etp = tp (the default) that re-splits the
+dp·cp ranks of each tensor-parallel position into ep × edp, and with etp < tp expert groups
+may span tensor-parallel ranks (ep = 32 over tp = 2 × dp = 16). When ep > 1 the order must keep
+ep next to dp (Megatron raises "The ep and dp must be adjacent in order") and cp, ep, dp in
+one block. Axes ``etp``, ``ep`` and ``edp`` in :meth:`RankLayout.groups` address this expert
+grid; pp groups are the same on both grids (and tp groups, which are etp groups, when
+etp = tp).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from simtrain.errors import SpecError
 from simtrain.specs.parallel import ParallelSpec
 
 DENSE_AXES = ("tp", "cp", "dp", "pp")
-EXPERT_AXES = ("ep", "edp")
+EXPERT_AXES = ("etp", "ep", "edp")
 
 
 class _Grid:
@@ -83,8 +86,8 @@ class RankLayout:
     """The device mesh of a job: coordinates of each rank and process groups per axis.
 
     Args:
-        degrees: degree of each axis among ``tp``, ``cp``, ``ep``, ``dp``, ``pp`` (missing
-            axes are 1). ``ep`` must divide dp·cp.
+        degrees: degree of each axis among ``tp``, ``cp``, ``ep``, ``dp``, ``pp`` and ``etp``
+            (missing axes are 1; ``etp`` defaults to ``tp``). ``ep·etp`` must divide tp·cp·dp.
         order: axes from innermost to outermost, joined by ``-``; must name every axis of
             ``degrees`` with a degree above 1 (Megatron's default ``tp-cp-ep-dp-pp``).
 
@@ -113,26 +116,33 @@ class RankLayout:
 
         >>> RankLayout({"tp": 2, "dp": 2, "pp": 2, "ep": 2}).groups("ep")
         [(0, 2), (1, 3), (4, 6), (5, 7)]
+
+        Folded (etp = 1): the four tp x dp ranks of a stage form one expert group of 4:
+
+        >>> RankLayout({"tp": 2, "dp": 2, "pp": 2, "ep": 4, "etp": 1}).groups("ep")
+        [(0, 1, 2, 3), (4, 5, 6, 7)]
     """
 
     def __init__(self, degrees: Mapping[str, int], order: str = "tp-cp-ep-dp-pp") -> None:
         for axis, degree in degrees.items():
-            if axis not in (*DENSE_AXES, "ep"):
-                valid = ", ".join((*DENSE_AXES, "ep"))
+            if axis not in (*DENSE_AXES, "ep", "etp"):
+                valid = ", ".join((*DENSE_AXES, "ep", "etp"))
                 raise SpecError(f"'degrees' axis must be one of {valid} (got {axis!r})")
             if not isinstance(degree, int) or degree < 1:
                 raise SpecError(f"'degrees.{axis}' must be a positive integer (got {degree!r})")
         full = {a: int(degrees.get(a, 1)) for a in (*DENSE_AXES, "ep")}
+        full["etp"] = int(degrees.get("etp", full["tp"]))
         axes = tuple(order.split("-"))
         if len(set(axes)) != len(axes) or not set(axes) <= set(full):
             raise SpecError(
                 f"'order' must list distinct axes among tp, cp, ep, dp, pp (got {order!r})"
             )
-        if missing := [a for a, d in full.items() if d > 1 and a not in axes]:
+        if missing := [a for a, d in full.items() if d > 1 and a not in axes and a != "etp"]:
             raise SpecError(f"'order' must include axis {missing[0]} (got {order!r})")
-        if (full["dp"] * full["cp"]) % full["ep"]:
+        ranks = full["tp"] * full["cp"] * full["dp"]
+        if ranks % (full["ep"] * full["etp"]):
             raise SpecError(
-                f"'degrees.ep'={full['ep']} must divide dp*cp={full['dp'] * full['cp']}"
+                f"'degrees.ep*etp'={full['ep'] * full['etp']} must divide tp*cp*dp={ranks}"
             )
         if full["ep"] > 1 and not _expert_compatible(axes):
             raise SpecError(
@@ -145,10 +155,11 @@ class RankLayout:
             a for a in DENSE_AXES if a not in axes
         )
         self._dense = _Grid(dense_axes, full)
-        expert_degrees = {"tp": full["tp"], "ep": full["ep"], "pp": full["pp"]}
-        expert_degrees["edp"] = full["dp"] * full["cp"] // full["ep"]
+        expert_degrees = {"etp": full["etp"], "ep": full["ep"], "pp": full["pp"]}
+        expert_degrees["edp"] = ranks // (full["ep"] * full["etp"])
         expert_axes = tuple(
-            {"dp": "edp"}.get(a, a) for a in (*axes, *(x for x in DENSE_AXES if x not in axes))
+            {"dp": "edp", "tp": "etp"}.get(a, a)
+            for a in (*axes, *(x for x in DENSE_AXES if x not in axes))
         )
         expert_axes = tuple(a for a in expert_axes if a != "cp")
         if "ep" not in expert_axes:
@@ -161,7 +172,8 @@ class RankLayout:
         if parallel.dp is None:
             raise SpecError("'parallel.dp' must be resolved before building a layout (got None)")
         degrees = {"tp": parallel.tp, "cp": parallel.cp, "dp": parallel.dp, "pp": parallel.pp}
-        return cls({**degrees, "ep": parallel.ep}, parallel.rank_order)
+        degrees |= {"ep": parallel.ep, "etp": parallel.expert_tp}
+        return cls(degrees, parallel.rank_order)
 
     @property
     def world_size(self) -> int:
@@ -172,11 +184,16 @@ class RankLayout:
         """Coordinates of ``rank``: dense axes tp, cp, dp, pp, then expert axes ep, edp."""
         self._check_rank(rank)
         dense = self._dense.coords(rank)
-        if self.degrees["ep"] == 1:
+        if self._folded_like_dense:
             edp = self._dense.group_of(rank, ("dp", "cp")).index(rank)
             return {**{a: dense[a] for a in DENSE_AXES}, "ep": 0, "edp": edp}
         expert = self._expert.coords(rank)
         return {**{a: dense[a] for a in DENSE_AXES}, "ep": expert["ep"], "edp": expert["edp"]}
+
+    @property
+    def _folded_like_dense(self) -> bool:
+        """Without expert parallelism and with etp = tp, expert groups are dense ones."""
+        return self.degrees["ep"] == 1 and self.degrees["etp"] == self.degrees["tp"]
 
     def rank(self, coords: Mapping[str, int]) -> int:
         """The rank at dense coordinates ``coords`` (missing axes are 0).
@@ -207,8 +224,8 @@ class RankLayout:
         """Process groups spanning ``axes`` (joined by ``-`` or ``+``), e.g. ``tp``, ``dp-cp``.
 
         Ranks inside a group are ordered with the layout's innermost axis fastest, whatever the
-        order of ``axes``. Groups involving ``ep`` or ``edp`` come from the expert grid and may
-        only combine them with ``tp`` and ``pp``.
+        order of ``axes``. Groups involving ``etp``, ``ep`` or ``edp`` come from the expert grid
+        and may only combine them with each other and ``pp`` (and ``tp`` when etp = tp).
         """
         expert, names = self._grid_axes(axes)
         return (self._expert if expert else self._dense).groups(names)
@@ -230,8 +247,15 @@ class RankLayout:
                 f"'axes' must not mix {bad[0]} with ep/edp (got {axes!r}); "
                 "use edp for the expert-data-parallel group"
             )
-        if self.degrees["ep"] == 1:
-            dense = [a for a in names if a in ("tp", "pp")]
+        if "tp" in names:  # tp next to expert axes means the experts' tensor parallelism
+            if self.degrees["etp"] != self.degrees["tp"]:
+                raise SpecError(
+                    f"'axes' must use etp, not tp, with ep/edp when etp differs from tp "
+                    f"(got {axes!r})"
+                )
+            names = ["etp" if a == "tp" else a for a in names]
+        if self._folded_like_dense:
+            dense = [{"etp": "tp"}.get(a, a) for a in names if a in ("etp", "pp")]
             return False, dense + (["dp", "cp"] if "edp" in names else [])
         return True, names
 

@@ -92,8 +92,14 @@ def breakdown_table(report: dict[str, Any]) -> Table:
     table.add_column("category")
     table.add_column("time", justify="right")
     table.add_column("% of step", justify="right")
+    exposed = report.get("exposed_comm_by_category_s", {})
+    if exposed:
+        table.add_column("exposed", justify="right")
     for category, seconds in report["breakdown_s"].items():
-        table.add_row(category, fmt_seconds(seconds), f"{seconds / report['step_time_s']:.1%}")
+        row = [category, fmt_seconds(seconds), f"{seconds / report['step_time_s']:.1%}"]
+        if exposed:
+            row.append(fmt_seconds(exposed[category]) if category in exposed else "")
+        table.add_row(*row)
     return table
 
 

@@ -18,6 +18,34 @@ from simtrain.specs.reliability import ReliabilitySpec
 from simtrain.specs.training import ExpectedSpec, SimulationSpec, TrainingSpec
 
 
+def _expert_grid_problems(m: ModelSpec, p: ParallelSpec) -> list[str]:
+    """MoE parallel folding: etp x ep x edp must re-split the tp x cp x dp ranks of a stage."""
+    problems = []
+    etp = p.expert_tp
+    if p.tp > 1 and not p.sp and (p.ep > 1 or etp != p.tp):
+        problems.append(
+            f"parallel.sp must be true for an MoE model with parallel.tp={p.tp} and "
+            f"parallel.ep={p.ep}, etp={etp} (experts run on sequence-parallel tokens, as "
+            "Megatron-Core requires)"
+        )
+    if msg := must_divide("parallel.etp", etp, "model.moe_ffn_hidden_size", m.expert_ffn_size):
+        problems.append(msg)
+    if p.dp is None:
+        return problems
+    ranks = p.tp * p.cp * p.dp
+    if ranks % (p.ep * etp):
+        problems.append(
+            f"parallel.ep*etp={p.ep}*{etp}={p.ep * etp} must divide parallel.tp*cp*dp="
+            f"{ranks} (the experts' etp x ep x edp grid re-splits a stage's tp x cp x dp ranks)"
+        )
+    elif p.edp is not None and p.edp != ranks // (p.ep * etp):
+        problems.append(
+            f"parallel.edp={p.edp} must equal parallel.tp*cp*dp/(ep*etp)="
+            f"{ranks // (p.ep * etp)} (or be left out)"
+        )
+    return problems
+
+
 class ExperimentSpec(Spec):
     """A model trained with a parallel configuration on a cluster, plus modelling choices."""
 
@@ -169,8 +197,12 @@ class ExperimentSpec(Spec):
                 problems.append(f"parallel.ep={p.ep} needs an MoE model (model.num_experts > 0)")
             else:
                 check(must_divide("parallel.ep", p.ep, "model.num_experts", m.num_experts))
-                if p.dp is not None:
-                    check(must_divide("parallel.ep", p.ep, "parallel.dp*cp", p.dp * p.cp))
+        if m.is_moe:
+            problems += _expert_grid_problems(m, p)
+        elif p.etp is not None or p.edp is not None:
+            problems.append(
+                "parallel.etp and parallel.edp need an MoE model (model.num_experts > 0)"
+            )
         shape, slices = c.topology.torus_shape, c.topology.num_slices
         chips = shape[0] * shape[1] * shape[2] * slices
         if c.topology.kind == "torus_3d" and chips != c.num_gpus:
@@ -178,11 +210,6 @@ class ExperimentSpec(Spec):
             problems.append(
                 f"cluster.topology.torus_shape={what} must hold cluster.num_gpus={c.num_gpus} "
                 f"chips (it holds {chips})"
-            )
-        if c.num_gpus > c.gpus_per_node and c.num_gpus % c.gpus_per_node:
-            problems.append(
-                f"cluster.num_gpus={c.num_gpus} must be a multiple of "
-                f"cluster.gpus_per_node={c.gpus_per_node} when it spans nodes"
             )
         problems += framework_problems(self)
         if problems:

@@ -44,8 +44,8 @@ class FieldSource(Spec):
 class Overlaps(Spec):
     """Which communication the stack hides behind compute (declared per stack).
 
-    simtrain models the data-parallel and ZeRO-3 overlaps today; the tensor-, expert- and
-    pipeline-parallel overlap mechanisms (issue 20) read their switches from here.
+    Each is the default of a ``parallel.*`` switch; :mod:`simtrain.parallel.overlap` describes
+    the one mechanism all of them use.
     """
 
     dp_grad_reduce: bool
@@ -61,9 +61,11 @@ class Overlaps(Spec):
     during the weight-gradient GEMM, Megatron's async TP) or gemm (chunked all-gather /
     reduce-scatter pipelined with the GEMMs, userbuffers / async TP)."""
     ep_dispatch: bool
-    """Expert all-to-all dispatch/combine hidden behind another microbatch's compute."""
+    """Expert all-to-all dispatch/combine hidden behind another microbatch's compute (a
+    forward and a backward of different microbatches interleaved: combined 1F1B)."""
     pp_p2p: bool
-    """Pipeline send/receive on their own stream, overlapped with compute."""
+    """Pipeline sends asynchronous, overlapped with compute; false: the sender waits for its
+    send (batched, blocking send/receive)."""
 
 
 class ShardingBehaviour(Spec):

@@ -86,9 +86,27 @@ def resolve_framework_defaults(data: dict[str, Any]) -> dict[str, Any]:
                 "overlap_grad_reduce": overlap,
                 "overlap_replica_grad_reduce": profile.overlaps.replica_grad_reduce,
                 "grad_bucket_size_bytes": profile.grad_bucket_size_bytes,
+                "overlap_param_gather": profile.overlaps.dp_param_gather,
+                "tp_comm_overlap": profile.overlaps.tp_comm,
+                "overlap_ep_comm": _pairs_microbatches(profile, parallel),
+                "overlap_p2p_comm": profile.overlaps.pp_p2p,
             },
         )
     return resolved
+
+
+def _pairs_microbatches(profile: FrameworkProfile, parallel: Any) -> bool:
+    """Whether a forward and a backward of different microbatches run interleaved.
+
+    DualPipe's forward-backward chunks overlap by construction (with pp > 1); otherwise the
+    stack's expert-parallel overlap applies when there is expert parallelism to hide.
+    """
+    dualpipe = _get(parallel, "pipeline_schedule", "1f1b") == "dualpipe"
+    pp, ep = _get(parallel, "pp", 1), _get(parallel, "ep", 1)
+    try:
+        return (dualpipe and int(pp) > 1) or (profile.overlaps.ep_dispatch and int(ep) > 1)
+    except (TypeError, ValueError, OverflowError):
+        return False  # field validation reports the real problem
 
 
 def framework_problems(spec: ExperimentSpec) -> list[str]:

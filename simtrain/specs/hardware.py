@@ -49,6 +49,10 @@ class LinkSpec(Spec):
     ports: int = bounded(1, ge=1, le=64, why="10x the ICI links of a TPU chip (6)")
     """Ports the bandwidth is split over: the ICI links of a TPU chip (6 in a 3D torus, 4 in
     v5e's 2D torus); 1 for a single port or a switched fabric seen as one port."""
+    max_domain_devices: int | None = bounded(None, gt=0, le=1 << 14, why="as cluster.gpus_per_node")
+    """Most devices one domain of this scale-up fabric can join (NVLink Switch System: 256
+    Hopper GPUs; NVLink 5: 576); None where no limit is published. ``cluster.gpus_per_node``
+    may not exceed it."""
     source: str
     """Where the figures come from."""
 

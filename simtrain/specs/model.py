@@ -134,6 +134,12 @@ class ModelSpec(Spec):
         1.0, ge=1.0, le=1 << 14, why="all tokens on one expert is num_experts x the mean"
     )
     """Tokens of the busiest expert rank relative to the mean (1 = perfectly balanced)."""
+    moe_router_num_groups: int | None = bounded(None, gt=0, le=1 << 14, why="as num_experts")
+    """Group-limited routing: the experts form this many equal groups (DeepSeek-V3: 8, one
+    per node of its expert-parallel group); omit for routing over all experts."""
+    moe_router_group_topk: int | None = bounded(None, gt=0, le=1 << 14, why="as num_experts")
+    """Groups each token may be routed into (DeepSeek-V3: 4, "at most 4 nodes"); used with
+    moe_router_num_groups."""
 
     @property
     def kv_heads(self) -> int:
@@ -244,6 +250,22 @@ class ModelSpec(Spec):
                 f"model.moe_top_k={self.moe_top_k} must be at most "
                 f"model.num_experts={self.num_experts}"
             )
+        if (self.moe_router_num_groups is None) != (self.moe_router_group_topk is None):
+            problems.append(
+                "model.moe_router_num_groups and model.moe_router_group_topk must be set "
+                f"together (got {self.moe_router_num_groups} and {self.moe_router_group_topk})"
+            )
+        elif self.moe_router_num_groups is not None and self.moe_router_group_topk is not None:
+            groups, topk = self.moe_router_num_groups, self.moe_router_group_topk
+            if self.is_moe and (msg := must_divide(
+                "model.moe_router_num_groups", groups, "model.num_experts", self.num_experts
+            )):  # fmt: skip
+                problems.append(msg)
+            if topk > groups:
+                problems.append(
+                    f"model.moe_router_group_topk={topk} must be at most "
+                    f"model.moe_router_num_groups={groups}"
+                )
         if self.first_dense_layers > self.num_layers:
             problems.append(
                 f"model.first_dense_layers={self.first_dense_layers} must be at most "

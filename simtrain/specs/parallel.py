@@ -30,13 +30,14 @@ class MeshAxis(str, Enum):
 RANK_AXES = ("tp", "cp", "ep", "dp", "pp")
 """Axes a ``rank_order`` may name."""
 PipelineScheduleName = Literal["gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "dualpipe"]
-RecomputeMode = Literal["none", "selective", "full"]
+RecomputeMode = Literal["none", "selective", "minimal", "full"]
 
 
 class ParallelSpec(Spec):
     """Parallel degrees and batch shape.
 
-    World size = dp * tp * pp * cp; expert parallelism (ep) folds into dp * cp for MoE layers.
+    World size = dp * tp * pp * cp; for MoE layers the tp * cp * dp ranks of a stage are
+    re-split into etp * ep * edp (expert tensor, expert and expert data parallelism).
     """
 
     dp: int | None = bounded(None, gt=0, le=MAX_DEVICES, why=MAX_DEVICES_WHY)
@@ -57,6 +58,19 @@ class ParallelSpec(Spec):
     all_gather (K/V gathered first, as Llama 3) or ulysses (all-to-all over heads)."""
     ep: int = bounded(1, gt=0, le=MAX_DEVICES, why=MAX_DEVICES_WHY)
     """Expert-parallel degree for MoE layers."""
+    etp: int | None = bounded(None, gt=0, le=MAX_DEVICES, why=MAX_DEVICES_WHY)
+    """Expert tensor-parallel degree: each routed expert's matrices split over etp ranks;
+    omit for tp. With ep and edp it re-splits the tp x cp x dp ranks of a stage for the
+    expert layers (Megatron-Core's MoE parallel folding), so ep * etp must divide
+    tp * cp * dp."""
+    edp: int | None = bounded(None, gt=0, le=MAX_DEVICES, why=MAX_DEVICES_WHY)
+    """Expert data-parallel degree, tp * cp * dp / (ep * etp); omit to derive it (set, it
+    must equal that)."""
+    moe_dispatcher: Literal["alltoall", "deepep"] = "alltoall"
+    """How tokens reach their experts: alltoall (one all-to-all over the expert-parallel
+    group, a copy per routed expert, Megatron-Core's alltoall dispatcher) or deepep (two hops:
+    one RDMA copy per destination node to the GPU on the same rail, then NVLink to each
+    destination GPU, pipelined; FP8 dispatch under FP8 training; DeepSeek's DeepEP)."""
     zero_stage: Literal[0, 1, 2, 3] = 0
     """ZeRO stage of the data-parallel group: 0 replicated (DDP), 1 optimizer states sharded,
     2 plus gradients, 3 plus parameters (= FSDP full shard)."""
@@ -75,7 +89,9 @@ class ParallelSpec(Spec):
     pipeline_schedule: PipelineScheduleName = "1f1b"
     """Pipeline schedule (used when pp > 1)."""
     recompute: RecomputeMode = "none"
-    """Activation recomputation: none, selective (attention core) or full (whole layer)."""
+    """Activation recomputation: none, selective (attention core), minimal (everything but the
+    weight matmuls: attention core, norms, activation functions; their outputs are kept, as
+    MaxText's remat_policy "minimal" does) or full (whole layer)."""
     recompute_layer_fraction: float = bounded(1.0, gt=0, le=1, why="a fraction of the layers")
     """With recompute=full, the fraction of each pipeline chunk's layers that are recomputed,
     spread evenly (the others keep their activations): Megatron's --recompute-method block
@@ -88,6 +104,24 @@ class ParallelSpec(Spec):
     """Under hybrid sharding, overlap the all-reduce of gradient shards across shard groups
     with the backward (false: the next layer's backward waits for it); default from the
     framework profile (``overlaps.replica_grad_reduce``)."""
+    overlap_param_gather: bool | None = None
+    """ZeRO-1/2: all-gather the updated parameters layer by layer ahead of the next step's
+    forward, each layer waiting for its own (Megatron's --overlap-param-gather), instead of
+    after the optimizer step; default from the framework profile (``overlaps.dp_param_gather``)."""
+    tp_comm_overlap: Literal["none", "wgrad", "gemm"] | None = None
+    """Tensor-parallel communication: none (exposed), wgrad (the input-gradient reduction under
+    the weight-gradient GEMM) or gemm (also every sequence-parallel all-gather/reduce-scatter
+    pipelined in tp chunks with its GEMM, TransformerEngine userbuffers); default from the
+    framework profile (``overlaps.tp_comm``)."""
+    overlap_ep_comm: bool | None = None
+    """Two-microbatch overlap: a forward and a backward of different microbatches run
+    interleaved, so that the expert all-to-alls of one hide behind the other's compute
+    (DualPipe's forward-backward chunks, Megatron-Core's combined 1F1B); default from the
+    framework profile (``overlaps.ep_dispatch``), and on under DualPipe."""
+    overlap_p2p_comm: bool | None = None
+    """Pipeline sends run asynchronously (true) or the sender's next compute waits for its
+    send (false, Megatron's blocking send/receive); default from the framework profile
+    (``overlaps.pp_p2p``)."""
     grad_bucket_size_bytes: int | None = bounded(
         None, gt=0, le=8_000_000_000, why="50x Megatron-Core's 160 MB bucket"
     )
@@ -118,6 +152,17 @@ class ParallelSpec(Spec):
         """Microbatches per data-parallel rank per step (gradient accumulation steps)."""
         assert self.dp is not None, "dp is resolved by ExperimentSpec"
         return self.global_batch_size // (self.micro_batch_size * self.dp)
+
+    @property
+    def expert_tp(self) -> int:
+        """Expert tensor-parallel degree after applying the default (tp)."""
+        return self.etp or self.tp
+
+    @property
+    def expert_dp(self) -> int:
+        """Expert data-parallel degree: the tp * cp * dp ranks of a stage over ep * etp."""
+        assert self.dp is not None, "dp is resolved by ExperimentSpec"
+        return max(1, self.tp * self.cp * self.dp // (self.ep * self.expert_tp))
 
     @property
     def model_parallel_size(self) -> int:

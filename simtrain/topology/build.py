@@ -74,8 +74,8 @@ def build_topology(cluster: ClusterSpec, seed: int = 0) -> Topology:
         (16, 2, 1)
     """
     spec = cluster.topology
-    num_gpus = cluster.num_gpus
     up, out = cluster_links(cluster)
+    check_domain(cluster, up)
     table = LinkTable()
     if spec.kind == "torus_3d":
         warn_unused(
@@ -87,17 +87,15 @@ def build_topology(cluster: ClusterSpec, seed: int = 0) -> Topology:
         warn_unused(spec, CLOS_FIELDS[:-1], "topology.kind is dragonfly")
     else:
         warn_unused(spec, DRAGONFLY_FIELDS, f"topology.kind is {spec.kind}")
+    job = cluster.num_gpus
+    cluster = whole_nodes(cluster)
+    num_gpus = cluster.num_gpus
     g = min(cluster.gpus_per_node, num_gpus)
-    if num_gpus % g:
-        raise SpecError(
-            f"'cluster.num_gpus' must be a multiple of cluster.gpus_per_node={g} when it "
-            f"spans nodes (got {num_gpus})"
-        )
     num_nodes = num_gpus // g
     if spec.kind == "single_node" and num_nodes > 1:
         raise SpecError(
             f"'cluster.num_gpus' must be at most cluster.gpus_per_node={g} for "
-            f"topology.kind=single_node (got {num_gpus})"
+            f"topology.kind=single_node (got {job})"
         )
     table.add_nodes([f"n{k}/gpu{a}" for k in range(num_nodes) for a in range(g)], "device")
     fabric_kind = (
@@ -106,6 +104,8 @@ def build_topology(cluster: ClusterSpec, seed: int = 0) -> Topology:
     fabric = build_node_fabric(table, fabric_kind, num_nodes, g, up)
     nvls = fabric.switch if fabric_kind == "nvswitch" and up.name in NVLS_LINKS else None
     details = {"node fabric": fabric_summary(fabric, up)}
+    if job < num_gpus:
+        details["job"] = f"{job:,} of the {num_gpus:,} devices (the last node partly used)"
     nics = min(cluster.nics, g)
     clos = None
     if spec.kind == "dragonfly":
@@ -151,6 +151,38 @@ def build_topology(cluster: ClusterSpec, seed: int = 0) -> Topology:
         clos=clos,
         ring_order=fabric.ring_order if fabric.wiring is not None else None,
     )
+
+
+def check_domain(cluster: ClusterSpec, link: LinkSpec) -> None:
+    """Reject a node larger than the scale-up fabric can join into one domain.
+
+    Raises:
+        SpecError: ``cluster.gpus_per_node`` exceeds the link's ``max_domain_devices``.
+    """
+    most = link.max_domain_devices
+    if most is not None and min(cluster.gpus_per_node, cluster.num_gpus) > most:
+        raise SpecError(
+            f"'cluster.gpus_per_node' must be at most {most}, the largest {link.name} domain "
+            f"(got {cluster.gpus_per_node})"
+        )
+
+
+def whole_nodes(cluster: ClusterSpec) -> ClusterSpec:
+    """The cluster of whole nodes a job runs on: its last node may be partly used.
+
+    A 256-GPU job on GB200 NVL72 racks (72-GPU NVLink domains) spans four racks, the last
+    one partly; the topology holds the four racks and the job's ranks occupy the first 256
+    devices (rank r on device r).
+
+    Examples:
+        >>> from simtrain.specs.cluster import ClusterSpec
+        >>> whole_nodes(ClusterSpec(accelerator="GB200", num_gpus=256, gpus_per_node=72)).num_gpus
+        288
+    """
+    g = cluster.gpus_per_node
+    if cluster.num_gpus <= g or cluster.num_gpus % g == 0:
+        return cluster
+    return cluster.model_copy(update={"num_gpus": -(-cluster.num_gpus // g) * g})
 
 
 def _dragonfly(

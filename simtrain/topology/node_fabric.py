@@ -31,7 +31,7 @@ from simtrain.errors import SpecError
 from simtrain.specs.hardware import LinkSpec
 from simtrain.topology.base import LinkTable
 
-NVLS_LINKS = frozenset({"nvlink4", "nvlink5"})
+NVLS_LINKS = frozenset({"nvlink4", "nvlink4-h800", "nvlink5"})
 """Scale-up links whose switches reduce in-network (NVSwitch gen 3 and later,
 docs/references/hardware.md §7.2); NVSwitch gen 2 (A100, nvlink3) cannot."""
 

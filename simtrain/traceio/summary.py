@@ -82,6 +82,10 @@ def replay_summary(
     for r in ranks:
         for category, seconds in r.by_category_s.items():
             breakdown[category] = breakdown.get(category, 0.0) + weights[r.rank] * seconds / total
+    exposed: dict[str, float] = {}
+    for r in ranks:
+        for category, seconds in r.exposed_by_category_s.items():
+            exposed[category] = exposed.get(category, 0.0) + weights[r.rank] * seconds / total
     flops = trace_flops(program)
     gpus, peak = program.world_size, accelerator.peak_flops[dtype]
     bubble = mean("bubble_s")
@@ -94,6 +98,7 @@ def replay_summary(
         "mfu": flops.model / (step * gpus * peak) if step else 0.0,
         "hfu": flops.hardware / (step * gpus * peak) if step else 0.0,
         "exposed_comm_s": mean("exposed_comm_s"),
+        "exposed_comm_by_category_s": dict(sorted(exposed.items())),
         "exposed_host_s": mean("exposed_host_s"),
         "compute_calibration": dict(calibration or {}),
         "bubble_s": bubble,

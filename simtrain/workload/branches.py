@@ -37,6 +37,9 @@ class Branch:
         gathers_input: whether the branch needs its input whole over the TP group (an
             all-gather under sequence parallelism, and a reduction of the input gradient);
             MLA's down-projection runs on the rank's own tokens instead.
+        tp_local: the branch runs on the rank's own (sequence-parallel) tokens and issues its
+            own collectives, so the block adds no tensor-parallel entry or exit for it (an
+            MoE layer under sequence parallelism).
     """
 
     forward: tuple[Op, ...]
@@ -44,6 +47,7 @@ class Branch:
     weight_tail: tuple[Op, ...]
     core: tuple[Op, ...] = ()
     gathers_input: bool = True
+    tp_local: bool = False
 
 
 @dataclass(frozen=True)

@@ -239,14 +239,15 @@ def recompute_flops_per_sequence(model: ModelSpec, recompute: str) -> float:
     """Extra FLOPs of activation recomputation for one sequence (hardware minus model FLOPs).
 
     ``full`` re-runs each layer's forward (everything but the LM head); ``selective`` re-runs
-    only the attention core, QK^T and AV: 4*s^2*(heads*head_dim) per layer per sequence.
+    only the attention core, QK^T and AV: 4*s^2*(heads*head_dim) per layer per sequence;
+    ``minimal`` re-runs the same matmul FLOPs (its other recomputed ops are memory-bound).
     (Korthikanti et al.'s Eq. 8, 1 + s/(3h), counts twice that; simtrain counts the work the
     recomputation actually executes.)
     """
     s = model.seq_length
     attention_fwd = s * attention_fwd_flops_per_query(model, model.attended_keys)
     attention_fwd *= model.num_layers
-    if recompute == "selective":
+    if recompute in ("selective", "minimal"):
         return attention_fwd
     if recompute == "full":
         return 2 * s * layer_matmul_params_per_token(model) + attention_fwd

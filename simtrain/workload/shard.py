@@ -33,6 +33,9 @@ class Shard:
         cp_algorithm: context-parallel attention, ``ring``, ``all_gather`` or ``ulysses``.
         fp8_recipe: scaling recipe of fp8 linear layers: ``delayed``, ``current`` or
             ``blockwise`` (``mxfp8`` has its own block scaling).
+        etp: expert tensor-parallel degree (0: the same as tp).
+        dispatcher: how MoE tokens reach their experts, ``alltoall`` or ``deepep``.
+        ep_nodes: nodes an expert-parallel group spans (for the two-hop dispatch).
     """
 
     micro_batch_size: int
@@ -44,6 +47,19 @@ class Shard:
     attention: str = "flash"
     cp_algorithm: str = "ring"
     fp8_recipe: str = "delayed"
+    etp: int = 0
+    dispatcher: str = "alltoall"
+    ep_nodes: int = 1
+
+    @property
+    def expert_tp(self) -> int:
+        """Expert tensor-parallel degree (``etp``; 0 means tp)."""
+        return self.etp or self.tp
+
+    @property
+    def fp8_dispatch(self) -> bool:
+        """Whether the expert dispatch moves FP8 data (DeepEP under FP8 training)."""
+        return self.dispatcher == "deepep" and self.low_precision
 
     @property
     def low_precision(self) -> bool:

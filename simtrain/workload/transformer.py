@@ -139,7 +139,11 @@ def _serial_block(
     # (bias +) dropout + residual add: read two tensors, write one (and a 1-byte mask).
     bda_bytes = tok.local * h * (3 * ACT_BYTES + (1 if model.dropout else 0))
     a = _tp_region(shard, "attn", act, layer, attn.gathers_input, len(attn.weight_tail))
-    m = _tp_region(shard, "mlp", act, layer, mlp.gathers_input, len(mlp.weight_tail))
+    m = (
+        _TpRegion([], [], [], [])
+        if mlp.tp_local
+        else _tp_region(shard, "mlp", act, layer, mlp.gathers_input, len(mlp.weight_tail))
+    )
     forward = [
         _norm("norm1", "fwd", norm_bytes, layer),
         *a.entry,
@@ -184,13 +188,20 @@ def _parallel_block(
     norm_bytes = 2 * tok.local * h * ACT_BYTES
     # x + attention + MLP: read three tensors, write one (and two 1-byte dropout masks).
     bda_bytes = tok.local * h * (4 * ACT_BYTES + (2 if model.dropout else 0))
+    # An MLP on the rank's own tokens (MoE under SP) reads the normalised input before the
+    # attention's gather and adds its output after the attention's reduction.
+    local, mlp = (mlp, Branch((), (), ())) if mlp.tp_local else (Branch((), (), ()), mlp)
     tails = len(attn.weight_tail) + len(mlp.weight_tail)
     block = _tp_region(shard, "block", act, layer, overlap=tails)
     norms = [_norm("norm1", "fwd", norm_bytes, layer)]
     norms_bwd = [_norm("norm1_bwd", "bwd_input", 2 * norm_bytes, layer)]
     if model.num_block_norms == 2:
         a = _tp_region(shard, "attn", act, layer, overlap=len(attn.weight_tail))
-        m = _tp_region(shard, "mlp", act, layer, overlap=len(mlp.weight_tail))
+        m = (
+            _TpRegion([], [], [], [])
+            if local.forward
+            else _tp_region(shard, "mlp", act, layer, overlap=len(mlp.weight_tail))
+        )
         norms.append(_norm("norm2", "fwd", norm_bytes, layer))
         norms_bwd.insert(0, _norm("norm2_bwd", "bwd_input", 2 * norm_bytes, layer))
         entry, grads = (
@@ -221,10 +232,12 @@ def _parallel_block(
         *attn.forward,
         *mlp.forward,
         *block.exit,
+        *local.forward,
         _residual("bias_dropout_add", "fwd", bda_bytes, layer),
     ]
     backward = [
         _residual("bias_dropout_add_bwd", "bwd_input", bda_bytes, layer),
+        *local.backward,
         *block.exit_grad,
         *grads,
         *norms_bwd,

@@ -117,5 +117,7 @@ def test_parts_without_measurements_inherit_or_assume_and_say_so():
     assert calibration_for("A100-40GB").provenance == "fitted"
     assert calibration_for("H200").provenance == "inherited"
     assert calibration_for("H200").gemm == calibration_for("H100-SXM").gemm
-    assumed = calibration_for("TPUv4")
+    assert calibration_for("TPUv4").provenance == "inherited"
+    assert calibration_for("B200").provenance == "assumed"
+    assumed = calibration_for("a part no calibration file names")
     assert assumed.provenance == "assumed" and "A100" in assumed.source

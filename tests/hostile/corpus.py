@@ -886,7 +886,9 @@ def _topology_cases() -> list[Case]:
     add("devices_million", {**good, "num_gpus": 1 << 20}, "--max-topology-elements")
     add("gpus_per_node_1e9", {**good, "gpus_per_node": 10**9}, "gpus_per_node")
     add("gpus_per_node_zero", {**good, "gpus_per_node": 0}, "gpus_per_node")
-    add("partial_node", {**good, "num_gpus": 12}, "num_gpus")
+    # a partial last node is valid (256 GPUs on 72-GPU NVL72 racks); a node larger than
+    # its NVLink fabric can join is not
+    add("node_beyond_domain", {**good, "num_gpus": 600, "gpus_per_node": 300}, "gpus_per_node")
     add("scale_out_nvlink", {**good, "scale_out_link": "nvlink4"}, "scale_out_link")
     add("scale_up_roce", {**good, "scale_up_link": "roce-400g"}, "scale_up_link")
     add("scale_up_ib", {**good, "scale_up_link": "ib-ndr"}, "scale_up_link")

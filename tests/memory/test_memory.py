@@ -244,3 +244,15 @@ def test_the_loss_keeps_the_stacks_bytes_per_logit():
     assert output_layer("megatron-core") - output_layer("nemo") == pytest.approx(2 * logits)
     # eager PyTorch: 16-bit logits, fp32 copy, fp32 log-softmax (10 bytes)
     assert output_layer("torchtitan") - output_layer("megatron-core") == pytest.approx(6 * logits)
+
+
+def test_minimal_recompute_keeps_the_weight_matmul_outputs():
+    """MaxText's "minimal" policy: layer input, QKV, the two row-parallel GEMM outputs and
+    the MLP's first GEMM outputs (docs/references/tpu.md §7)."""
+    gpt = ModelSpec(num_layers=2, hidden_size=1024, num_heads=8, vocab_size=1000, seq_length=512)
+    s, h, t = 512, 1024, 4
+    kept = layer_activation_bytes(gpt, 1, tp=t, sp=True, recompute="minimal")
+    assert kept == pytest.approx(2 * s * h * (3 + 3 + 4) / t)  # 20·s·b·h/t
+    selective = layer_activation_bytes(gpt, 1, tp=t, sp=True, recompute="selective")
+    full = layer_activation_bytes(gpt, 1, tp=t, sp=True, recompute="full")
+    assert full < kept < selective

@@ -99,7 +99,7 @@ def test_from_spec_uses_rank_order():
         ({"xx": 2}, "tp-cp-ep-dp-pp", "'degrees' axis must be one of"),
         ({"tp": 2}, "tp-tp-dp-pp", "'order' must list distinct axes"),
         ({"cp": 2}, "tp-dp-pp", "'order' must include axis cp"),
-        ({"dp": 4, "ep": 3}, "tp-cp-ep-dp-pp", r"'degrees.ep'=3 must divide dp\*cp=4"),
+        ({"dp": 4, "ep": 3}, "tp-cp-ep-dp-pp", r"'degrees.ep\*etp'=3 must divide tp\*cp\*dp=4"),
         ({"dp": 4, "ep": 2}, "tp-ep-cp-pp-dp", "'order' must keep ep next to dp"),
     ],
 )

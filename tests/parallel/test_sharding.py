@@ -9,6 +9,7 @@ from simtrain.catalog.frameworks import get_framework
 from simtrain.parallel.builder import build_program
 from simtrain.parallel.sharding import with_param_gathers
 from simtrain.specs.loader import load_experiment
+from simtrain.workload.counts import recompute_flops_per_sequence
 from simtrain.workload.ops import Op
 from tests.conftest import ROOT, make_experiment
 
@@ -108,3 +109,15 @@ def test_zero3_throughput_per_gpu_falls_as_dp_grows_at_fixed_batch(framework):
     assert all(b < a for a, b in itertools.pairwise(per_gpu)), per_gpu
     if framework == "deepspeed":
         assert per_gpu[-1] < 0.5 * per_gpu[0], per_gpu
+
+
+def test_minimal_recompute_reruns_everything_but_the_weight_gemms():
+    spec = make_experiment("parallel.recompute=minimal", "training.attention_kernel=flash")
+    program = build_program(spec)
+    recomputed = {op.kind for task in program.tasks for op in task.ops if op.phase == "recompute"}
+    assert "gemm" not in recomputed
+    assert {"attention", "norm", "elementwise"} <= recomputed
+    model = spec.model
+    assert recompute_flops_per_sequence(model, "minimal") == recompute_flops_per_sequence(
+        model, "selective"
+    )

@@ -11,15 +11,23 @@ from __future__ import annotations
 from simtrain.parallel.schedules.base import Action, RankActions, check_args, register_schedule
 
 
-def one_f_one_b_rank(rank: int, pp: int, num_microbatches: int) -> list[Action]:
+def one_f_one_b_rank(
+    rank: int, pp: int, num_microbatches: int, extra_warmup: int = 0
+) -> list[Action]:
     """The 1F1B action list of one rank (stage = rank).
+
+    ``extra_warmup`` more forwards before the first backward make every steady-state forward
+    independent of the backward after it, so the two can overlap (Megatron-Core's combined
+    1F1B, one more microbatch in flight).
 
     Examples:
         >>> [str(a) for a in one_f_one_b_rank(0, 2, 3)]
         ['0F0', '0F1', '0B0', '0F2', '0B1', '0B2']
+        >>> [str(a) for a in one_f_one_b_rank(0, 1, 3, extra_warmup=1)]
+        ['0F0', '0F1', '0B0', '0F2', '0B1', '0B2']
     """
     m = num_microbatches
-    warmup = min(pp - 1 - rank, m)
+    warmup = min(pp - 1 - rank + extra_warmup, m)
     actions = [Action(rank, "F", j) for j in range(warmup)]
     for j in range(m - warmup):
         actions += [Action(rank, "F", warmup + j), Action(rank, "B", j)]

@@ -1,0 +1,203 @@
+"""Communication hidden behind compute: one mechanism, and the overlaps a stack selects.
+
+**The mechanism.** A communication op declares the compute it hides behind: ``Op.overlap_ops``
+compute ops that follow it in its rank's op sequence run while it is in flight, and the first
+compute op past that window waits for it (:mod:`simtrain.parallel.segments`). Collectives run
+on streams of their own, so a collective whose producer is done starts at once. The engine
+(:func:`simtrain.engine.core.execute`) slows compute that runs while a collective of its rank
+is in flight to what the SMs the collective leaves can do (``collective_sms`` of the
+accelerator's calibration): an overlap hides a transfer, not for free. Without an overlap, the
+compute after a collective waits for it, and the step pays compute plus communication.
+
+**The overlaps**, each declared by the stack's framework profile (``overlaps:``) and
+overridable per experiment (``parallel.*``):
+
+- data-parallel gradient reduction (``overlap_grad_reduce``): bucketed reductions on a stream
+  of their own as soon as a bucket's weight gradients exist (the builder's gradient reducer);
+- ZeRO-1/2 parameter all-gather (``overlap_param_gather``): instead of after the optimizer,
+  layer by layer ahead of the next step's first forward, each layer waiting for its own;
+- context-parallel ring attention: each K/V transfer runs under the attention block before it
+  (:mod:`simtrain.workload.attention`);
+- tensor-parallel communication (``tp_comm_overlap``, :func:`tp_overlapped`): ``none``
+  (exposed), ``wgrad`` (the input-gradient reduction under the weight-gradient GEMM,
+  Megatron's asynchronous TP) or ``gemm`` (additionally, every sequence-parallel all-gather
+  and reduce-scatter cut into ``tp`` chunks pipelined with the GEMM that consumes or produces
+  it, as TransformerEngine's userbuffers do);
+- two-microbatch overlap (``overlap_ep_comm``, :func:`paired_steps`): a forward and a backward
+  of different microbatches run interleaved, so that the expert all-to-alls (and any other
+  blocking collective) of one run under the compute of the other: DualPipe's overlapped
+  forward-backward chunks and Megatron-Core's combined 1F1B (``--overlap-moe-expert-parallel-
+  comm``);
+- pipeline send/receive (``overlap_p2p_comm``): asynchronous sends; without it the sender's
+  next compute waits until its send is done (Megatron's blocking ``send_forward_recv_backward``).
+
+What a stack performs is in ``docs/references/frameworks.md`` and each profile's sources.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from simtrain.parallel.schedules import get_schedule
+from simtrain.parallel.schedules.base import Action
+from simtrain.parallel.schedules.one_f_one_b import one_f_one_b_rank
+from simtrain.specs.parallel import ParallelSpec
+from simtrain.workload.ops import Op
+from simtrain.workload.primitives import FP8_DTYPES
+
+TP_CHUNKED = frozenset({"all_gather", "reduce_scatter"})
+"""Tensor-parallel collectives that userbuffers pipelines with a GEMM (sequence parallelism)."""
+
+
+def _chunk_gemm(op: Op, chunks: int) -> tuple[Op, Op]:
+    """A GEMM split along its token rows (M) into one chunk and the other ``chunks - 1``.
+
+    The ``chunks - 1`` run as one op of ``batch`` c-1 GEMMs of M/c rows (each chunk is a GEMM
+    of its own shape); FLOPs and bytes add up to the original's.
+    """
+    rows = op.m // chunks
+    rest_rows = op.m - rows * (chunks - 1)
+    share = rows * (chunks - 1) / op.m
+    many = replace(
+        op,
+        m=rows,
+        batch=op.batch * (chunks - 1),
+        flops=op.flops * share,
+        bytes_accessed=op.bytes_accessed * share,
+    )
+    one = replace(
+        op,
+        m=rest_rows,
+        flops=op.flops * (1 - share),
+        bytes_accessed=op.bytes_accessed * (1 - share),
+    )
+    return one, many
+
+
+def _split_comm(op: Op, chunks: int, overlap_many: int, overlap_one: int) -> tuple[Op, Op]:
+    """A collective split into its first ``chunks - 1`` chunks and its last one."""
+    share = (chunks - 1) / chunks
+    many = replace(op, name=f"{op.name}_chunks", comm_bytes=op.comm_bytes * share)
+    one = replace(op, name=f"{op.name}_last", comm_bytes=op.comm_bytes * (1 - share))
+    return replace(many, overlap_ops=overlap_many), replace(one, overlap_ops=overlap_one)
+
+
+def _next_gemm(ops: Sequence[Op], start: int) -> int | None:
+    """Index of the GEMM at or after ``start`` past elementwise casts only, or None."""
+    for index in range(start, len(ops)):
+        op = ops[index]
+        if op.kind == "gemm":
+            return index
+        if op.kind != "elementwise" or not op.name.endswith("cast"):
+            return None
+    return None
+
+
+def tp_overlapped(ops: Sequence[Op], mode: str, tp: int, num_layers: int) -> list[Op]:
+    """``ops`` with their tensor-parallel collectives overlapped as ``mode`` says.
+
+    ``wgrad`` is how the workload emits them (each input-gradient reduction overlaps the
+    weight-gradient GEMMs after it); ``none`` removes that overlap; ``gemm`` pipelines the
+    transformer layers' all-gathers with the GEMM after them and their reduce-scatters with
+    the GEMM before them, in ``tp`` chunks:
+
+    - all-gather then GEMM: the GEMM's first chunk needs only the rank's own shard, so
+      ``[AG, G]`` becomes ``[AG (under G's first c-1 chunks), G chunks 1..c-1, G chunk c]``:
+      time ``(c-1)·max(a, g) + g`` for a chunk transfer ``a`` and a chunk GEMM ``g``;
+    - GEMM then reduce-scatter: ``[G, RS]`` becomes ``[G chunk 1, RS of chunks 1..c-1
+      (under G chunks 2..c), G chunks 2..c, RS of the last chunk]``: ``g + (c-1)·max(a, g) +
+      a``; the last chunk keeps the reduce-scatter's own overlap (the weight-gradient GEMM in
+      the backward).
+
+    Under FP8 the all-gather moves the 8-bit copy (TransformerEngine casts before gathering).
+    The embedding and the LM head are not TransformerEngine layers and keep their
+    collectives as they are; without sequence parallelism (all-reduces) ``gemm`` behaves as
+    ``wgrad``.
+
+    Examples:
+        >>> from simtrain.workload.primitives import collective, gemm
+        >>> ag = collective("ag", "all_gather", "tp", "fwd", 8e6, 0)
+        >>> ops = [ag, gemm("fc1", "fwd", 4096, 1024, 512, 2, 0)]
+        >>> [(o.name, o.m, o.batch, o.overlap_ops) for o in tp_overlapped(ops, "gemm", 4, 1)]
+        [('ag', 0, 1, 1), ('fc1', 1024, 3, 0), ('fc1', 1024, 1, 0)]
+    """
+    if mode == "wgrad" or tp == 1:
+        return list(ops)
+    if mode == "none":
+        return [replace(op, overlap_ops=0) if op.axis == "tp" else op for op in ops]
+    out: list[Op] = []
+    index = 0
+    while index < len(ops):
+        op = ops[index]
+        in_layer = 0 <= op.layer < num_layers
+        if op.axis == "tp" and op.comm in TP_CHUNKED and in_layer:
+            if op.comm == "all_gather":
+                target = _next_gemm(ops, index + 1)
+                if target is not None:
+                    gemm_op = ops[target]
+                    low = gemm_op.dtype in FP8_DTYPES
+                    gather = replace(
+                        op, overlap_ops=1, comm_bytes=op.comm_bytes / (2 if low else 1)
+                    )
+                    one, many = _chunk_gemm(gemm_op, tp)
+                    out += [*ops[index + 1 : target], gather, many, one]
+                    index = target + 1
+                    continue
+            elif out and out[-1].kind == "gemm":
+                first, rest = _chunk_gemm(out.pop(), tp)
+                many, last = _split_comm(op, tp, 1, op.overlap_ops)
+                out += [first, many, rest, last]
+                index += 1
+                continue
+        out.append(op)
+        index += 1
+    return out
+
+
+def paired_steps(actions: Sequence[Action]) -> list[tuple[Action, ...]]:
+    """Group a rank's actions into steps; a forward followed by an independent backward pair up.
+
+    Paired actions run interleaved (two-microbatch overlap). A pair needs the backward to be
+    of another microbatch or stage than the forward (a backward of the same microbatch and
+    stage depends on that forward). DualPipe's overlapped chunks are exactly the F-then-B
+    neighbours of its lists (``deepseek-ai/DualPipe``, phases 4 and 5); in 1F1B they are the
+    steady state's F(j + warm-up) B(j).
+
+    Examples:
+        >>> acts = [Action(0, "F", 0), Action(0, "F", 1), Action(0, "B", 0), Action(0, "B", 1)]
+        >>> [[str(a) for a in step] for step in paired_steps(acts)]
+        [['0F0'], ['0F1', '0B0'], ['0B1']]
+    """
+    steps: list[tuple[Action, ...]] = []
+    index = 0
+    while index < len(actions):
+        action = actions[index]
+        following = actions[index + 1] if index + 1 < len(actions) else None
+        if (
+            action.kind == "F"
+            and following is not None
+            and following.kind == "B"
+            and (following.stage, following.microbatch) != (action.stage, action.microbatch)
+        ):
+            steps.append((action, following))
+            index += 2
+            continue
+        steps.append((action,))
+        index += 1
+    return steps
+
+
+def step_actions(parallel: ParallelSpec) -> dict[int, list[Action]]:
+    """Every pipeline rank's actions for one step, as the stack orders them.
+
+    One stage is gradient accumulation (1F1B with one rank). Under the two-microbatch overlap
+    a 1F1B rank warms up one microbatch more, so that its steady-state forwards and backwards
+    are of different microbatches and pair up (:func:`paired_steps`).
+    """
+    p = parallel
+    name = p.pipeline_schedule if p.pp > 1 else "1f1b"
+    if name == "1f1b" and p.overlap_ep_comm:
+        m = p.num_microbatches
+        return {rank: one_f_one_b_rank(rank, p.pp, m, extra_warmup=1) for rank in range(p.pp)}
+    return get_schedule(name)(p.pp, p.num_microbatches, p.vpp)
