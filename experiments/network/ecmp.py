@@ -4,8 +4,10 @@ Usage: PYTHONPATH=. python experiments/network/ecmp.py [--seeds 5] [--size-gib 6
 
 For a non-blocking fat-tree of 1,024 H100 (128 nodes, 8 NDR NICs each) and the shipped Clos
 presets, prints the ring all-reduce bus bandwidth of the ideal (closed-form, every flow at
-its NIC's rate), of the flow model with adaptive routing, and of the flow model with hashed
-ECMP for several seeds, and the achieved bisection of a cut-crossing permutation.
+its NIC's rate), of the flow model with adaptive routing, of the flow model with hashed
+ECMP for several seeds, of the closed-form default with ``clos_routing: ecmp`` (its expected
+collision loss, one flow per connection), and the achieved bisection of a cut-crossing
+permutation.
 Reference: without adaptive routing Meta's RSC-1 lost 50-75 % of all-reduce bandwidth
 (docs/references/collectives.md §6.2, Kokolis et al.).
 """
@@ -51,7 +53,7 @@ def main() -> None:
     print(f"ring all-reduce of {args.size_gib:g} GiB over every GPU; busbw in GB/s")
     print(
         f"{'cluster':<26} {'ideal':>7} {'adaptive':>9} {'ECMP min':>9} {'ECMP mean':>10} "
-        f"{'ECMP max':>9} {'loss':>6} | bisection ECMP / adaptive"
+        f"{'ECMP max':>9} {'loss':>6} {'nccl ECMP':>10} | bisection ECMP / adaptive"
     )
     for name, cluster in clusters.items():
         n = cluster.num_gpus
@@ -73,11 +75,16 @@ def main() -> None:
             for seed in range(args.seeds)
         ]
         mean = sum(hashed) / len(hashed)
+        closed = busbw(
+            NcclNetwork.from_cluster(
+                with_routing(cluster, "ecmp"), algorithm="ring", protocol="simple"
+            )
+        )
         report = bisection_report(with_routing(cluster, "ecmp"))
         shares = f"{report.ecmp_share:.0%} / {report.adaptive_share:.0%}" if report else "-"
         print(
             f"{name:<26} {ideal:>7.1f} {adaptive:>9.1f} {min(hashed):>9.1f} {mean:>10.1f} "
-            f"{max(hashed):>9.1f} {1 - mean / ideal:>6.0%} | {shares}"
+            f"{max(hashed):>9.1f} {1 - mean / ideal:>6.0%} {closed:>10.1f} | {shares}"
         )
 
 

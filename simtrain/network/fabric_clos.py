@@ -256,7 +256,11 @@ def typical_max_load(balls: int, bins_per_switch: int, bins: int) -> int:
     if bins_per_switch == 1:
         return balls
     p = 1.0 / bins_per_switch
-    k = np.arange(balls + 1)
+    # The answer lies between the mean and far out in the tail: only that range is summed
+    # (the mass beyond 12 standard deviations plus 30 is negligible against 1 / bins).
+    mean, sd = balls * p, math.sqrt(balls * p * (1 - p))
+    lo, hi = int(mean), min(balls, math.ceil(mean + 12 * sd + 30))
+    k = np.arange(lo, hi + 1)
     log_pmf = (
         np.array(
             [math.lgamma(balls + 1) - math.lgamma(j + 1) - math.lgamma(balls - j + 1) for j in k]
@@ -264,7 +268,7 @@ def typical_max_load(balls: int, bins_per_switch: int, bins: int) -> int:
         + k * math.log(p)
         + (balls - k) * math.log1p(-p)
     )
-    tail = np.cumsum(np.exp(log_pmf)[::-1])[::-1]  # tail[c] = P(X >= c)
-    above = np.append(tail[1:], 0.0)  # P(X > c)
-    ok = -bins * np.log1p(-np.minimum(above, 1 - 1e-300)) <= math.log(2)
-    return max(1, int(np.argmax(ok)))
+    tail = np.cumsum(np.exp(log_pmf)[::-1])[::-1]  # tail[i] = P(X >= k[i])
+    above = np.append(tail[1:], 0.0)  # P(X > k[i])
+    ok = -bins * np.log1p(-np.minimum(above, 1 - 1e-12)) <= math.log(2)
+    return max(1, int(k[np.argmax(ok)]))
