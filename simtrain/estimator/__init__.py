@@ -2,9 +2,12 @@
 
 :class:`Estimator` combines the engine's own building blocks (the chunk ops of
 ``simtrain.parallel.builder``, the compute model, the network model) in closed form along the
-critical path of the pipeline schedule, in about a millisecond per configuration, and agrees
-with the discrete-event engine (``tests/estimator``). Searches use it to rank and prune
-configurations before simulating the best (:mod:`simtrain.sweep.search`).
+critical path of the pipeline schedule, and agrees with the discrete-event engine
+(``tests/estimator``), host stream and compute/communication interference included. A
+configuration costs under a millisecond once an Estimator's caches hold its chunks (a search
+shares them), several milliseconds cold (``experiments/bench/search.py`` measures both).
+Searches use it to rank and prune configurations before simulating the best
+(:mod:`simtrain.sweep.search`).
 """
 
 from simtrain.estimator.step import Estimator, StepEstimate, estimate_step

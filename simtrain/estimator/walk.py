@@ -26,6 +26,10 @@ since every rule above is a max of sums), ``a`` being the time with a host that 
 late and ``b`` the host's share (:data:`NO_HOST` when the host never holds it up). The
 schedule's chain (:mod:`simtrain.estimator.step`) carries the host from action to action.
 
+Compute that overlaps a collective of the action runs slower, as in the engine (``contended_s``
+below): the slowdown is priced on both sides of the max (host never late, host setting the
+pace), which is exact at either end and an approximation between them.
+
 One approximation: the engine hands what an action waits for (the neighbouring stage's
 transfer, its predecessor's trailing collectives) to the action's *first* task. When that
 task is a collective whose overlap window covers the compute after it (a ring-attention
