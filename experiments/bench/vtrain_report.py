@@ -22,14 +22,18 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "experiments" / "calibration"))
+
+from vtrain import CSV_PATH  # noqa: E402  (the measured rows, wherever this checkout finds them)
 
 CHILD = """
 import json, sys, time
-tree, every = sys.argv[1], int(sys.argv[2])
+from pathlib import Path
+tree, every, csv_path = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
 sys.path[:0] = [tree, tree + "/experiments/calibration"]
 import vtrain
 from simtrain.api import simulate
-rows = vtrain.load_rows()[::every]
+rows = vtrain.load_rows(csv_path)[::every]
 specs = [vtrain.row_experiment(row) for row in rows]
 began = time.perf_counter()
 for spec in specs:
@@ -41,7 +45,7 @@ print(json.dumps({"rows": len(rows), "wall_s": time.perf_counter() - began}))
 def time_tree(tree: Path, every: int) -> dict[str, float]:
     """Run the prediction of the rows with the code of ``tree``; its rows and wall seconds."""
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, str(tree), str(every)],
+        [sys.executable, "-c", CHILD, str(tree), str(every), str(CSV_PATH)],
         cwd=tree,
         capture_output=True,
         text=True,

@@ -42,6 +42,7 @@ mean signed error by tp, pipeline depth, micro-batch and hidden size (``--groups
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import math
 import sys
@@ -120,6 +121,8 @@ def split(dataset: str) -> list[Run]:
                 row_set = "held_out_multi"
             labels = {key: int(row[key]) for key in GROUP_KEYS}
             labels["scope"] = row["scope"]
+            labels["num_layers"] = int(row["num_layers"])
+            labels["source_row"] = number
             runs.append(
                 Run(vtrain.row_experiment(row), float(row["measured_iter_time_s"]), row_set, labels)
             )
@@ -264,6 +267,11 @@ def statistics(errors: list[float]) -> dict[str, float]:
 def report(runs: list[Run], calibration: ComputeCalibration | None) -> dict:
     """Errors by row set and by group (relative step-time error, simulated / measured - 1)."""
     errors = [r.simulate(calibration) / r.measured_s - 1 for r in runs]
+    return summarise(runs, errors)
+
+
+def summarise(runs: list[Run], errors: list[float]) -> dict:
+    """Statistics of ``errors`` (one per run) by row set and by group."""
     sets = {}
     for name in ("fit", "held_out_single", "held_out_multi", "all"):
         chosen = [e for e, r in zip(errors, runs, strict=True) if name in ("all", r.row_set)]
@@ -277,7 +285,18 @@ def report(runs: list[Run], calibration: ComputeCalibration | None) -> dict:
                 buckets[(r.labels["scope"], r.labels[key])].append(e)
         for (scope, value), es in sorted(buckets.items()):
             groups[key][f"{scope} {value}"] = statistics(es)
-    return {"sets": sets, "groups": dict(groups)}
+    return {"sets": sets, "groups": dict(groups), "errors": errors}
+
+
+def write_errors(path: Path, runs: list[Run], errors: list[float]) -> None:
+    """One CSV line per run: its row set, labels, measured and simulated seconds, error."""
+    keys = sorted({k for r in runs for k in r.labels})
+    with path.open("w", newline="") as out:
+        writer = csv.writer(out)
+        writer.writerow(["row_set", *keys, "measured_s", "simulated_s", "error"])
+        for r, e in zip(runs, errors, strict=True):
+            labels = [r.labels.get(k, "") for k in keys]
+            writer.writerow([r.row_set, *labels, r.measured_s, r.measured_s * (1 + e), e])
 
 
 def print_report(result: dict, as_json: bool, show_groups: bool) -> None:
@@ -285,6 +304,11 @@ def print_report(result: dict, as_json: bool, show_groups: bool) -> None:
     if as_json:
         for row in result["sets"].values():
             print(json.dumps(row))
+        if show_groups:
+            for key, table in result["groups"].items():
+                for label, s in table.items():
+                    scope, value = label.split(" ", 1)
+                    print(json.dumps({"group": key, "scope": scope, "value": value, **s}))
         return
     print(f"{'rows':<16} {'n':>5} {'MAPE':>7} {'median':>7} {'p90':>7} {'max':>7} {'signed':>7}")
     for name, s in result["sets"].items():
@@ -313,6 +337,9 @@ def main() -> None:
     )
     parser.add_argument("--groups", action="store_true", help="also report errors by group")
     parser.add_argument("--json", action="store_true", help="one JSON object per row set")
+    parser.add_argument(
+        "--errors-csv", type=Path, help="also write each row's labels, times and error here"
+    )
     args = parser.parse_args()
     began = time.perf_counter()
     runs = split(args.dataset)
@@ -328,7 +355,10 @@ def main() -> None:
             if k in FITTED[args.dataset] or k.startswith("host")
         }
         print(json.dumps({"fitted": constants}), file=sys.stderr)
-    print_report(report(runs, calibration), args.json, args.groups)
+    result = report(runs, calibration)
+    print_report(result, args.json, args.groups)
+    if args.errors_csv is not None:
+        write_errors(args.errors_csv, runs, result["errors"])
     print(f"wall {time.perf_counter() - began:.0f} s", file=sys.stderr)
 
 

@@ -3,7 +3,11 @@
 One SimPy process runs per (rank, stream). It takes its tasks in program order and, for each,
 waits for the task's dependencies (counted down as tasks finish, so a stream only sleeps when
 it must), then (for a collective split into one task per member, as in replayed traces) for
-every member to arrive, then holds for the task's duration. All run state lives in one
+every member to arrive, then holds for the task's duration. A ``host`` stream (the CPU
+thread issuing a rank's kernels, :mod:`simtrain.engine.host`) runs ahead on a clock of its
+own: a host task whose dependencies have ended is timed by arithmetic, without an event,
+and the task it issues may not start before it ends; the stream only waits in simulated
+time for a synchronisation point (a dependency still running). All run state lives in one
 ``simpy.Environment`` and the local variables of :func:`execute`, so any number of
 simulations can run in one process (sweeps, notebooks).
 """
@@ -19,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
+from simtrain.engine.host import HOST_STREAM
 from simtrain.errors import EngineDeadlock
 from simtrain.parallel.program import Program
 
@@ -94,15 +99,50 @@ def execute(
     gates: dict[str, simpy.Event] = {key: env.event() for key in set(keys) if key}
     wake: dict[int, simpy.Event] = {}
     wakes = 0
+    holds = 0
+    # A task issued by a host task that ran ahead may not start before that host task ends.
+    not_before = [0.0] * num_tasks
+
+    def finished(index: int, at: float) -> None:
+        for waiter in dependents.get(index, ()):
+            pending[waiter] -= 1
+            if at > not_before[waiter]:
+                not_before[waiter] = at
+            if not pending[waiter]:
+                event = wake.pop(waiter, None)
+                if event is not None:
+                    event.succeed()
+
+    def host_process(indices: list[int]):
+        nonlocal wakes, holds
+        timeout = env.timeout
+        clock = 0.0  # the host's own time, at or ahead of the simulation's
+        for index in indices:
+            if pending[index]:
+                if clock > env.now:
+                    holds += 1
+                    yield timeout(clock - env.now)
+                if pending[index]:
+                    event = wake[index] = env.event()
+                    wakes += 1
+                    yield event
+                clock = max(clock, env.now, not_before[index])
+            start[index] = clock
+            clock += durations_s[index]
+            end[index] = clock
+            finished(index, clock)
 
     def stream_process(indices: list[int]):
-        nonlocal wakes
+        nonlocal wakes, holds
         timeout = env.timeout
         for index in indices:
             if pending[index]:
                 event = wake[index] = env.event()
                 wakes += 1
                 yield event
+            if not_before[index] > env.now:
+                holds += 1
+                yield timeout(not_before[index] - env.now)
             key = keys[index]
             if key:
                 arrivals[key] -= 1
@@ -114,30 +154,34 @@ def execute(
             start[index] = env.now
             duration = durations_s[index]
             if contention is not None:
-                yield from contention.run(index, duration, timeout)
-            elif duration > 0:
+                duration = contention.begin(index, duration)
+            if duration > 0:
                 yield timeout(duration)
+            if contention is not None and is_compute[index]:
+                owed = contention.settle(index)
+                while owed > 0:  # slowed further by collectives that started meanwhile
+                    yield timeout(owed)
+                    owed = contention.settle(index)
             end[index] = env.now
-            for waiter in dependents.get(index, ()):
-                pending[waiter] -= 1
-                if not pending[waiter]:
-                    event = wake.pop(waiter, None)
-                    if event is not None:
-                        event.succeed()
+            finished(index, env.now)
 
     contention = (
         _Contention(env, program, durations_s, contended_s, keys)
         if contended_s is not None
         else None
     )
-    for indices in streams.values():
-        env.process(stream_process(indices))
+    is_compute = contention.is_compute if contention is not None else ()
+    for (_, stream), indices in streams.items():
+        process = host_process if stream == HOST_STREAM else stream_process
+        env.process(process(indices))
     began = time.perf_counter()
     env.run()
     replay_wall_s = time.perf_counter() - began
     start_s, end_s = np.array(start), np.array(end)
-    timeouts = sum(1 for d in durations_s if d > 0)
-    num_events = timeouts + wakes + len(gates) + 2 * len(streams)
+    timeouts = sum(
+        1 for t, d in zip(tasks, durations_s, strict=True) if d > 0 and t.stream != HOST_STREAM
+    )
+    num_events = timeouts + holds + wakes + len(gates) + 2 * len(streams)
 
     unfinished = np.flatnonzero(np.isnan(end_s))
     if unfinished.size:
@@ -173,7 +217,7 @@ class _Contention:
         # copy of the collective (replayed traces), else its simulated group members.
         self.members: list[tuple[int, ...]] = [
             ()
-            if is_c or t.stream == "host"
+            if is_c or t.stream == HOST_STREAM
             else (t.rank,)
             if copy
             else (tuple(r for r in t.group if r in simulated) or (t.rank,))
@@ -184,8 +228,8 @@ class _Contention:
         self.running: dict[int, tuple[float, float]] = {}  # rank -> (planned end, sigma)
         self.debt: dict[int, float] = defaultdict(float)
 
-    def run(self, index: int, duration: float, timeout):
-        """Hold the stream for task ``index``, with its share of contention."""
+    def begin(self, index: int, duration: float) -> float:
+        """Start task ``index`` now; how long it holds its stream before any later debt."""
         now = self.env.now
         if self.is_compute[index]:
             rank, sigma = self.ranks[index], self.sigma[index]
@@ -196,18 +240,19 @@ class _Contention:
                 for _, until in flights:
                     extra += sigma * max(0.0, min(until, now + duration) - now)
             self.running[rank] = (now + duration + extra, sigma)
-            if duration + extra > 0:
-                yield timeout(duration + extra)
-            while self.debt[rank] > 0:
-                owed, self.debt[rank] = self.debt[rank], 0.0
-                yield timeout(owed)
-            del self.running[rank]
-            return
+            return duration + extra
         for rank in self.members[index]:
             self.in_flight[rank].append((now, now + duration))
             running = self.running.get(rank)
             if running is not None and running[1]:
                 planned_end, sigma = running
                 self.debt[rank] += sigma * max(0.0, min(planned_end, now + duration) - now)
-        if duration > 0:
-            yield timeout(duration)
+        return duration
+
+    def settle(self, index: int) -> float:
+        """The slowdown compute task ``index`` still owes (0 once it may end; then it ends)."""
+        rank = self.ranks[index]
+        owed = self.debt.pop(rank, 0.0)
+        if owed <= 0:
+            del self.running[rank]
+        return owed

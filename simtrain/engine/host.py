@@ -115,23 +115,30 @@ def _rank_host_tasks(
     launches: dict[int, int],
     indices: list[int],
 ) -> None:
+    # The hot loop of issuing: readiness and the host task are written out in place.
     tasks = program.tasks
     per_collective_s = collective_issue_s(compute)
     carry_s = 0.0  # issue time of the previous task not yet paid on the host stream
     sends: list[int] = []  # this rank's transfers since the previous compute task
     previous: int | None = None
     issue_s: dict[int, float] = {}  # host time per distinct ops tuple (shared by builders)
+    host_time_s = compute.host_time_s
+    add_task, add_duration = tasks.append, durations_s.append
     for index in indices:
         task = tasks[index]
         if task.stream != "compute":
             if is_p2p[index] and task.group[:1] == (task.rank,):
                 sends.append(index)  # this rank's own send (replays also list recv copies)
             continue
-        h = issue_s.get(id(task.ops))
+        ops = task.ops
+        h = issue_s.get(id(ops))
         if h is None:
-            h = issue_s[id(task.ops)] = compute.host_time_s(task.ops)
-        h += launches.get(index, 0) * per_collective_s
-        r = readiness(h, durations_s[index], len(task.ops))
+            h = issue_s[id(ops)] = host_time_s(ops)
+        if index in launches:
+            h += launches[index] * per_collective_s
+        n = len(ops)
+        behind = h - durations_s[index]
+        r = (h + (n - 1) * behind) / n if n and behind > 0 else (h / n if n else 0.0)
         if task.category == "optimizer":
             sync = list(task.deps)  # gradient-norm / overflow checks read reduced gradients
         elif sync_on_p2p:
@@ -141,11 +148,13 @@ def _rank_host_tasks(
         deps: tuple[int, ...] = ()
         if sync:
             if carry_s > 0:
-                _append(program, durations_s, task, carry_s, (), "host:tail")
+                add_task(_host_task(task, carry_s, (), "host:tail"))
+                add_duration(carry_s)
             carry_s = 0.0
             deps = tuple(sync) + ((previous,) if previous is not None else ())
-        host = _append(program, durations_s, task, carry_s + r, deps, f"host:{task.label}")
-        task.deps = (*task.deps, host)
+        add_task(_host_task(task, carry_s + r, deps, "host:" + task.label))
+        add_duration(carry_s + r)
+        task.deps = (*task.deps, len(tasks) - 1)
         carry_s = h - r
         sends, previous = [], index
 
@@ -156,25 +165,9 @@ def collective_issue_s(compute: ComputeModel) -> float:
     return host.per_collective_s if host is not None else 0.0
 
 
-def _append(
-    program: Program,
-    durations_s: list[float],
-    task: Task,
-    duration_s: float,
-    deps: tuple[int, ...],
-    label: str,
-) -> int:
-    index = program.add(
-        Task(
-            rank=task.rank,
-            stream=HOST_STREAM,
-            label=label,
-            category="host",
-            duration_s=duration_s,
-            deps=deps,
-            stage=task.stage,
-            microbatch=task.microbatch,
-        )
-    )
-    durations_s.append(duration_s)
-    return index
+def _host_task(task: Task, duration_s: float, deps: tuple[int, ...], label: str) -> Task:
+    """The host task that issues (part of) compute task ``task``."""
+    return Task(
+        task.rank, HOST_STREAM, label, "host", (), duration_s, deps, (), "", task.stage,
+        task.microbatch,
+    )  # fmt: skip
