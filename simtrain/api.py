@@ -22,6 +22,7 @@ from simtrain.metrics.timeline import rank_times
 from simtrain.network.alpha_beta import AlphaBetaNetwork
 from simtrain.network.base import NetworkModel
 from simtrain.parallel.builder import build_program
+from simtrain.specs.calibration import ComputeCalibration
 from simtrain.specs.experiment import ExperimentSpec
 from simtrain.specs.loader import load_experiment
 from simtrain.workload.counts import count_parameters
@@ -44,17 +45,19 @@ def check_hardware(spec: ExperimentSpec) -> None:
     check_dtype(acc, spec.training.dtype)
 
 
-def compute_model_for(spec: ExperimentSpec) -> RooflineComputeModel:
+def compute_model_for(
+    spec: ExperimentSpec, calibration: ComputeCalibration | None = None
+) -> RooflineComputeModel:
     """The compute model of the experiment's accelerator, dtype, attention kernel and mode.
 
-    Its constants are the catalog's calibration of the part, or the file that
-    ``cluster.calibration`` names. The engine and the analytical estimator
-    (:mod:`simtrain.estimator`) both time compute through this one model.
+    Its constants are ``calibration`` when given (fits try candidate constants this way),
+    else the file that ``cluster.calibration`` names, else the catalog's calibration of the
+    part. The engine and the analytical estimator (:mod:`simtrain.estimator`) both time
+    compute through this one model.
     """
     training = spec.training
     accelerator = get_accelerator(spec.cluster.accelerator)
-    calibration = None
-    if spec.cluster.calibration:
+    if calibration is None and spec.cluster.calibration:
         calibration = load_calibration_file(spec.cluster.calibration)
         if accelerator.name not in calibration.accelerators:
             raise SpecError(

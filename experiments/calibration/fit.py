@@ -58,8 +58,7 @@ import nemo_h100
 import vtrain
 
 from simtrain.api import compute_model_for, network_model_for
-from simtrain.catalog import get_accelerator
-from simtrain.compute import RooflineComputeModel, calibration_for
+from simtrain.compute import calibration_for
 from simtrain.compute.fitting import nelder_mead
 from simtrain.engine import run_program
 from simtrain.parallel.builder import build_program
@@ -93,17 +92,7 @@ class Run:
 
     def simulate(self, calibration: ComputeCalibration | None) -> float:
         """Simulated step time under ``calibration`` (the catalog's when None)."""
-        if calibration is None:
-            compute = compute_model_for(self.spec)
-        else:
-            t = self.spec.training
-            compute = RooflineComputeModel(
-                get_accelerator(self.spec.cluster.accelerator),
-                t.dtype,
-                calibration,
-                attention_kernel=t.attention_kernel,
-                execution_mode=t.execution_mode,
-            )
+        compute = compute_model_for(self.spec, calibration)
         return run_program(self.program, compute, network_model_for(self.spec)).step_time_s
 
 

@@ -42,9 +42,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from vendor_splits import SPLITS
 
-from simtrain.api import load_experiment, network_model_for
+from simtrain.api import compute_model_for, load_experiment, network_model_for
 from simtrain.catalog import get_accelerator
-from simtrain.compute import RooflineComputeModel, calibration_for
+from simtrain.compute import calibration_for
 from simtrain.engine import run_program
 from simtrain.engine.variability import speed_factors
 from simtrain.metrics.flops import step_flops
@@ -81,14 +81,7 @@ class Run:
             if variability.active:
                 rng = np.random.default_rng(self.spec.seed)
                 self._speed = speed_factors(self._program.weights, variability, rng)
-        t = self.spec.training
-        compute = RooflineComputeModel(
-            get_accelerator(self.spec.cluster.accelerator),
-            t.dtype,
-            calibration,
-            attention_kernel=t.attention_kernel,
-            execution_mode=t.execution_mode,
-        )
+        compute = compute_model_for(self.spec, calibration)
         network = network_model_for(self.spec)
         return run_program(self._program, compute, network, self._speed).step_time_s
 

@@ -53,13 +53,11 @@ def run_program(
     if speed:
         durations = _scaled(program, durations, speed)
         if contended is not None:
-            contended = _scaled(program, contended, speed)
+            contended = contended.scaled(speed)
     if host and _issues_from_host(compute):
         mode = getattr(compute, "execution_mode", "eager")
         sync = mode == "eager" if sync_on_p2p is None else sync_on_p2p
         program, durations = with_host_stream(program, durations, compute, sync)
-        if contended is not None:
-            contended = contended + [0.0] * (len(durations) - len(contended))
     return execute(program, durations, contended)
 
 

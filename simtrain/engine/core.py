@@ -196,7 +196,11 @@ def execute(
 
 
 class _Contention:
-    """Compute slowed by the collectives in flight on its rank (see :func:`execute`)."""
+    """Compute slowed by the collectives in flight on its rank (see :func:`execute`).
+
+    A compute task's slowdown rate and a collective's simulated members are worked out the
+    first time they matter (most compute never overlaps a collective).
+    """
 
     def __init__(
         self,
@@ -207,51 +211,64 @@ class _Contention:
         replicated: Sequence[str],
     ) -> None:
         self.env = env
-        simulated = set(program.simulated_ranks)
+        self.tasks = program.tasks
+        self.durations_s = durations_s
+        self.contended_s = contended_s
+        self.replicated = replicated
+        self.simulated = set(program.simulated_ranks)
         self.is_compute = [t.stream == "compute" for t in program.tasks]
-        self.sigma = [
-            (c / d - 1.0) if is_c and d > 0 and c > d else 0.0
-            for is_c, d, c in zip(self.is_compute, durations_s, contended_s, strict=True)
-        ]
-        # Simulated ranks a communication task occupies: its issuer when every member has a
-        # copy of the collective (replayed traces), else its simulated group members.
-        self.members: list[tuple[int, ...]] = [
-            ()
-            if is_c or t.stream == HOST_STREAM
-            else (t.rank,)
-            if copy
-            else (tuple(r for r in t.group if r in simulated) or (t.rank,))
-            for is_c, t, copy in zip(self.is_compute, program.tasks, replicated, strict=True)
-        ]
-        self.ranks = [t.rank for t in program.tasks]
         self.in_flight: dict[int, list[tuple[float, float]]] = defaultdict(list)
-        self.running: dict[int, tuple[float, float]] = {}  # rank -> (planned end, sigma)
-        self.debt: dict[int, float] = defaultdict(float)
+        self.running: dict[int, tuple[float, int]] = {}  # rank -> (planned end, task index)
+        self.debt: dict[int, float] = {}
+
+    def sigma(self, index: int) -> float:
+        """Extra seconds per second of overlap for compute task ``index``."""
+        d, c = self.durations_s[index], self.contended_s[index]
+        return c / d - 1.0 if d > 0 and c > d else 0.0
+
+    def members(self, index: int) -> tuple[int, ...]:
+        """Simulated ranks communication task ``index`` occupies.
+
+        Its issuer when every member has a copy of the collective (replayed traces), else its
+        simulated group members.
+        """
+        task = self.tasks[index]
+        if self.replicated[index]:
+            return (task.rank,)
+        return tuple(r for r in task.group if r in self.simulated) or (task.rank,)
 
     def begin(self, index: int, duration: float) -> float:
         """Start task ``index`` now; how long it holds its stream before any later debt."""
         now = self.env.now
         if self.is_compute[index]:
-            rank, sigma = self.ranks[index], self.sigma[index]
+            rank = self.tasks[index].rank
             extra = 0.0
-            if sigma:
-                flights = [iv for iv in self.in_flight[rank] if iv[1] > now]
-                self.in_flight[rank] = flights
-                for _, until in flights:
-                    extra += sigma * max(0.0, min(until, now + duration) - now)
-            self.running[rank] = (now + duration + extra, sigma)
+            flights = self.in_flight.get(rank)
+            if flights:
+                flights = self.in_flight[rank] = [iv for iv in flights if iv[1] > now]
+                if flights:
+                    sigma = self.sigma(index)
+                    if sigma:
+                        for _, until in flights:
+                            extra += sigma * max(0.0, min(until, now + duration) - now)
+            self.running[rank] = (now + duration + extra, index)
             return duration + extra
-        for rank in self.members[index]:
+        if self.tasks[index].stream == HOST_STREAM:
+            return duration
+        for rank in self.members(index):
             self.in_flight[rank].append((now, now + duration))
             running = self.running.get(rank)
-            if running is not None and running[1]:
-                planned_end, sigma = running
-                self.debt[rank] += sigma * max(0.0, min(planned_end, now + duration) - now)
+            if running is not None:
+                planned_end, compute = running
+                sigma = self.sigma(compute)
+                if sigma:
+                    owed = sigma * max(0.0, min(planned_end, now + duration) - now)
+                    self.debt[rank] = self.debt.get(rank, 0.0) + owed
         return duration
 
     def settle(self, index: int) -> float:
         """The slowdown compute task ``index`` still owes (0 once it may end; then it ends)."""
-        rank = self.ranks[index]
+        rank = self.tasks[index].rank
         owed = self.debt.pop(rank, 0.0)
         if owed <= 0:
             del self.running[rank]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from simtrain.compute.roofline import ComputeModel
 from simtrain.network.base import DescribedNetwork, NetworkModel
-from simtrain.parallel.program import Program
+from simtrain.parallel.program import Program, Task
 
 
 def task_durations(program: Program, compute: ComputeModel, network: NetworkModel) -> list[float]:
@@ -38,26 +40,50 @@ def task_durations(program: Program, compute: ComputeModel, network: NetworkMode
     return durations
 
 
-def contended_durations(program: Program, compute: ComputeModel) -> list[float] | None:
+class ContendedDurations:
+    """Each compute task's duration while a collective holds part of its device, on demand.
+
+    Indexed like the program's tasks (0 for other tasks and for indices past its end, such
+    as host tasks appended later). Only compute tasks that overlap communication ever need
+    it, so each distinct ops tuple is timed the first time one does.
+    """
+
+    def __init__(
+        self, tasks: list[Task], compute: ComputeModel, speed: Mapping[int, float] | None = None
+    ) -> None:
+        self._tasks = tasks
+        self._compute = compute
+        self._speed = speed
+        self._cache: dict[int, float] = {}
+
+    def __getitem__(self, index: int) -> float:
+        if index >= len(self._tasks):
+            return 0.0
+        task = self._tasks[index]
+        if task.stream != "compute" or task.duration_s is not None:
+            return 0.0
+        seconds = self._cache.get(id(task.ops))
+        if seconds is None:
+            seconds = self._cache[id(task.ops)] = self._compute.task_time_s(
+                task.ops, contended=True
+            )
+        return seconds * self._speed[task.rank] if self._speed else seconds
+
+    def scaled(self, speed: Mapping[int, float]) -> ContendedDurations:
+        """The same durations with each rank's compute multiplied by its speed factor."""
+        return ContendedDurations(self._tasks, self._compute, speed)
+
+
+def contended_durations(program: Program, compute: ComputeModel) -> ContendedDurations | None:
     """Each compute task's duration while a collective holds part of the device.
 
     None when the compute model has no interference (no SMs taken by collectives), so the
-    engine can skip the bookkeeping. Other tasks keep their own duration (not used).
+    engine can skip the bookkeeping. Other tasks read 0 (not used).
     """
     calibration = getattr(compute, "calibration", None)
     if calibration is None or not getattr(calibration, "collective_sms", 0):
         return None
-    cache: dict[int, float] = {}
-    out = []
-    for task in program.tasks:
-        if task.stream != "compute" or task.duration_s is not None:
-            out.append(0.0)
-            continue
-        cached = cache.get(id(task.ops))
-        if cached is None:
-            cached = cache[id(task.ops)] = compute.task_time_s(task.ops, contended=True)
-        out.append(cached)
-    return out
+    return ContendedDurations(program.tasks, compute)
 
 
 def collective_choices(program: Program, network: NetworkModel) -> list[tuple[str, str]]:

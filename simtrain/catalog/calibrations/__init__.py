@@ -40,7 +40,8 @@ def calibration_for(accelerator: str) -> ComputeCalibration:
     """The calibration of catalog accelerator ``accelerator``.
 
     A file that lists the part gives its own provenance; a file that the part is
-    ``inherited_by`` gives the same constants marked ``inherited``; a part no file names
+    ``inherited_by`` gives the same constants marked ``inherited`` (``assumed`` if they are
+    themselves assumed); a part no file names
     gets the A100 efficiency fractions marked ``assumed`` (not calibrated).
     """
     for cal in calibrations().values():
@@ -48,11 +49,14 @@ def calibration_for(accelerator: str) -> ComputeCalibration:
             return cal
     for cal in calibrations().values():
         if accelerator in cal.inherited_by:
+            # Same silicon carries the constants, not more certainty than they have.
+            assumed = cal.provenance == "assumed"
             return cal.model_copy(
                 update={
                     "accelerators": [accelerator],
-                    "provenance": "inherited",
-                    "source": f"{cal.accelerators[0]}'s fit: same silicon; {cal.source}",
+                    "provenance": "assumed" if assumed else "inherited",
+                    "source": f"{cal.accelerators[0]}'s "
+                    f"{'assumption' if assumed else 'fit'}: same silicon; {cal.source}",
                 }
             )
     base = calibrations()[INHERIT_FROM]
