@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,13 @@ def validate_case(path: Path) -> ValidationRow:
     )
 
 
-def run_validation(directory: Path) -> list[ValidationRow]:
-    """Validate every case in ``directory``."""
-    return [validate_case(path) for path in validation_cases(directory)]
+def run_validation(
+    directory: Path, progress: Callable[[], None] | None = None
+) -> list[ValidationRow]:
+    """Validate every case in ``directory``; ``progress`` is called after each case."""
+    rows = []
+    for path in validation_cases(directory):
+        rows.append(validate_case(path))
+        if progress is not None:
+            progress()
+    return rows

@@ -3,7 +3,7 @@
 Usage: python experiments/bench/startup.py [--runs 5] [--checkout DIR] [--json]
 
 Each command runs in a fresh interpreter, exactly as the ``simtrain`` console script does
-(``from simtrain.cli import main; main()``), with the checkout DIR first on ``sys.path`` (the
+(``from simtrain.__main__ import run; run()``), with the checkout DIR first on ``sys.path`` (the
 current one by default; ``--checkout /tmp/base`` times another worktree, e.g. the tag
 ``wave2-base`` for a before/after table). Targets on the project's 2-core machine:
 ``simtrain --help`` <= 0.3 s, ``simtrain run experiments/quickstart.yaml --json`` <= 0.8 s.
@@ -31,7 +31,7 @@ COMMANDS: dict[str, tuple[list[str], float | None]] = {
     ),
 }
 """Label -> (arguments, target seconds or None)."""
-ENTRY = "import sys; sys.argv[0] = 'simtrain'; from simtrain.cli import main; main()"
+ENTRY = "import sys; sys.argv[0] = 'simtrain'; from simtrain.__main__ import run; run()"
 
 
 def wall_s(argv: list[str], checkout: Path) -> float:

@@ -140,11 +140,14 @@ def validate(
 
     Exits non-zero when any case is outside its tolerance.
     """
-    from simtrain.validation import run_validation
+    from simtrain.report.progress import progress, stderr_is_terminal
+    from simtrain.validation import run_validation, validation_cases
 
     if not directory.is_dir():
         raise fail(f"'{directory}' is not a directory")
-    rows = run_validation(directory)
+    with progress(stderr_is_terminal()) as display:
+        advance = display.stage("validating", len(validation_cases(directory)))
+        rows = run_validation(directory, advance)
     if not rows:
         raise fail(f"no experiment with an 'expected:' block in '{directory}'")
     if as_json:

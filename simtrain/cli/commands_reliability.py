@@ -58,6 +58,7 @@ def reliability(
     from simtrain.api import simulate
     from simtrain.reliability import JSON_KEYS, compare_policies, get_policy
     from simtrain.reliability.summary import require_reliability
+    from simtrain.report.progress import progress, stderr_is_terminal
     from simtrain.specs.loader import load_experiment
 
     names = [name.strip() for name in policies.split(",") if name.strip()]
@@ -73,16 +74,20 @@ def reliability(
     check_limit(max_events, "--max-events")
     spec = load_experiment(experiment, overrides or [])
     num_runs = runs or require_reliability(spec).num_runs
-    result = simulate(spec)
-    rows = compare_policies(
-        spec,
-        result.step_time_s,
-        result.model_state_bytes,
-        names,
-        num_runs,
-        spec.seed if seed is None else seed,
-        max_events=max_events,
-    )
+    with progress(stderr_is_terminal()) as display:
+        step = display.stage("simulating a step", 1)
+        result = simulate(spec)
+        step()
+        rows = compare_policies(
+            spec,
+            result.step_time_s,
+            result.model_state_bytes,
+            names,
+            num_runs,
+            spec.seed if seed is None else seed,
+            max_events=max_events,
+            progress=display.stage(f"policies x {num_runs} runs", len(names)),
+        )
     if as_json:
         typer.echo(json.dumps([{k: row[k] for k in JSON_KEYS} for row in rows], indent=2))
         return

@@ -54,6 +54,7 @@ def replay(
 
     Example: simtrain replay out/chakra --experiment experiments/quickstart.yaml --json
     """
+    from simtrain.report.progress import progress, stderr_is_terminal
     from simtrain.report.terminal import fmt_seconds
     from simtrain.traceio.run import replay_directory
 
@@ -71,7 +72,10 @@ def replay(
         if experiment is not None
         else _topology_target(topology or "", accelerator or "")
     )
-    report = replay_directory(trace_dir, target, retarget, source_accelerator, max_trace_nodes)
+    with progress(stderr_is_terminal()) as display:
+        done = display.stage("reading and replaying traces", None)
+        report = replay_directory(trace_dir, target, retarget, source_accelerator, max_trace_nodes)
+        done()
     if as_json:
         typer.echo(json.dumps(report, indent=2))
         return

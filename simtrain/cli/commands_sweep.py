@@ -346,17 +346,19 @@ def plan_table(result: Any) -> Table:
 
     from simtrain.sweep.planner import format_days, format_usd
 
+    stacks = len({o.framework for o in result.options}) > 1
     table = Table(title="plans: best layout of each cluster size")
-    for name in ["GPUs", "tp", "pp", "sched", "cp", "dp", "zero", "mbs", "recomp", "MFU",
-                 "goodput", "days", "cost", "pick"]:  # fmt: skip
+    for name in ["GPUs", *(["stack"] if stacks else []), "tp", "pp", "sched", "cp", "dp",
+                 "zero", "mbs", "recomp", "MFU", "goodput", "days", "cost", "pick"]:  # fmt: skip
         table.add_column(name, justify="right")
     for o in result.options:
         p = o.parallel
         picks = [n for n, pick in (("cheapest", result.cheapest), ("fastest", result.fastest))
                  if pick is o]  # fmt: skip
         table.add_row(
-            f"{o.num_gpus:,}", str(p["tp"]), str(p["pp"]), _schedule(p), str(p["cp"]),
-            str(p["dp"]), str(p["zero_stage"]), str(p["micro_batch_size"]), p["recompute"],
+            f"{o.num_gpus:,}", *([o.framework] if stacks else []), str(p["tp"]), str(p["pp"]),
+            _schedule(p), str(p["cp"]), str(p["dp"]), str(p["zero_stage"]),
+            str(p["micro_batch_size"]), p["recompute"],
             f"{o.mfu:.1%}" + ("" if o.simulated else "*"), f"{o.goodput:.1%}",
             format_days(o.days) + ("" if o.meets_deadline else " (late)"),
             format_usd(o.cost_usd), ", ".join(picks),
@@ -430,6 +432,14 @@ def plan(
             help="Layouts simulated per cluster size: the best by the analytical estimate.",
         ),
     ] = 2,
+    frameworks: Annotated[
+        str | None,
+        typer.Option(
+            "--frameworks",
+            help="Software stacks to search, comma-separated, or all (default: the default "
+            "profile); see simtrain list frameworks.",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Find the cheapest cluster and layout that trains MODEL on TOKENS within the deadline.
@@ -442,6 +452,9 @@ def plan(
     """
     from simtrain.report.progress import progress, stderr_is_terminal
     from simtrain.sweep.planner import plan as make_plan
+    from simtrain.sweep.space import LayoutSpace, frameworks_to_search
+
+    stacks = frameworks_to_search(frameworks)
 
     number(tokens, "--tokens", 0, 1e16, "600x the largest published run", above=True)
     number(deadline_days, "--deadline-days", 0, 1e4, "about 27 years", above=True)
@@ -473,6 +486,7 @@ def plan(
                 spares=spares,
                 exhaustive=exhaustive,
                 simulate_top=simulate_top,
+                space=LayoutSpace(frameworks=stacks),
             )
     except KeyboardInterrupt:
         hint = f" (rerun with --store {store} --resume to continue)" if store else ""
@@ -511,7 +525,8 @@ def plan(
             if o is not None:
                 p = o.parallel
                 console.print(
-                    f"{label}: {o.num_gpus:,} GPUs, tp={p['tp']} pp={p['pp']} vpp={p['vpp']} "
+                    f"{label}: {o.num_gpus:,} GPUs ({o.framework}), tp={p['tp']} pp={p['pp']} "
+                    f"vpp={p['vpp']} "
                     f"cp={p['cp']} dp={p['dp']} zero={p['zero_stage']} "
                     f"mbs={p['micro_batch_size']} recompute={p['recompute']}, "
                     f"{format_days(o.days)} days, {format_usd(o.cost_usd)} "

@@ -19,7 +19,6 @@ so chunks of one size share them wherever they sit.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -210,59 +209,83 @@ def _extrapolate(
         (ta.compute_end_s, tb.compute_end_s, tc.compute_end_s),
         (ta.tail_end_s, tb.tail_end_s, tc.tail_end_s),
         (ta.busy_s, tb.busy_s, tc.busy_s),
+        (ta.compute_end_host_s, tb.compute_end_host_s, tc.compute_end_host_s),
+        (ta.tail_end_host_s, tb.tail_end_host_s, tc.tail_end_host_s),
+        (ta.host_s, tb.host_s, tc.host_s),
+        (ta.contended_busy_s, tb.contended_busy_s, tc.contended_busy_s),
         *((comm_a[k], comm_b[k], comm_c[k]) for k in comm_c),
     ]
-    if not all(_close(b - a, c - b) for a, b, c in series):
+    # The host's shares (series 3-5) are not checked: they are maxima over paths through
+    # the action, each linear in the layers, so their increments only grow with the layers,
+    # and they bend where the host and the device trade the lead (and by a collective's
+    # issue at the samples' ends); they are extrapolated from their last increment.
+    exact = series[:3] + series[6:]
+    if not all(_close(b - a, c - b) for a, b, c in exact):
         return None
     extra = len(chunk.layers) - SAMPLE_LAYERS[-1]
-    step = tc.compute_end_s - tb.compute_end_s
 
     def grow(three: tuple[float, float, float]) -> float:
         return three[2] + extra * (three[2] - three[1])
 
     if hooks:
-        layer_ends = _layer_ends(tc, step, extra, chunk)
-        if layer_ends is None:
+        step = tc.compute_end_s - tb.compute_end_s
+        layer_ends = _layer_ends(tc.layer_end_s, step, extra, chunk)
+        step_host = tc.compute_end_host_s - tb.compute_end_host_s
+        host_entries = tuple(
+            (layer, b) for (layer, _), b in zip(tc.layer_end_s, tc.layer_end_host_s, strict=True)
+        )
+        host_ends = _layer_ends(host_entries, step_host, extra, chunk)
+        if layer_ends is None or host_ends is None:
             return None
     else:
-        end = grow(series[0])
+        end, end_host = grow(series[0]), grow(series[3])
         ends = {layer for layer, _ in tc.layer_end_s if layer not in chunk.probe}
         layer_ends = tuple((p, end) for p in [*range(len(chunk.layers)), *sorted(ends)])
+        host_ends = tuple((p, end_host) for p, _ in layer_ends)
 
     return ActionTiming(
         compute_end_s=grow(series[0]),
         tail_end_s=grow(series[1]),
         busy_s=grow(series[2]),
-        comm_s=tuple((k, grow(s)) for k, s in zip(comm_c, series[3:], strict=True)),
+        comm_s=tuple((k, grow(s)) for k, s in zip(comm_c, series[7:], strict=True)),
         layer_end_s=layer_ends,
+        compute_end_host_s=grow(series[3]),
+        tail_end_host_s=grow(series[4]),
+        layer_end_host_s=tuple(b for _, b in host_ends),
+        host_s=grow(series[5]),
+        starts_with_comm=tc.starts_with_comm,
+        contended_busy_s=grow(series[6]),
     )
 
 
 def _layer_ends(
-    tc: ActionTiming, step: float, extra: int, chunk: Chunk
+    entries_c: tuple[tuple[int, float], ...], step: float, extra: int, chunk: Chunk
 ) -> tuple[tuple[int, float], ...] | None:
     """Per-layer end times of the whole chunk from the widest sample's, or None.
 
     The sample's transformer layers appear in one direction (ascending in a forward,
     descending in a backward), each ``step`` after the previous from the second on; the whole
-    chunk's appear in the same direction with the same spacing. The head and embedding
+    chunk's appear in the same direction with the same spacing, except that the last keeps
+    its distance from the action's end (a transient there, such as a collective of the
+    previous layer still slowing it, stays with the last layer). The head and embedding
     entries keep their place: before the layers as they are, after them shifted by the
     added layers.
     """
     sampled = chunk.probe
-    entries = list(tc.layer_end_s)
+    entries = list(entries_c)
     at = [i for i, (layer, _) in enumerate(entries) if layer in sampled]
     if len(at) != len(sampled) or at != list(range(at[0], at[0] + len(at))):
         return None
     times = [entries[i][1] for i in at]
-    if not all(_close(b - a, step) for a, b in itertools.pairwise(times[1:])):
-        return None
     descending = entries[at[0]][0] == sampled[-1]
     positions = range(len(chunk.layers))
     order = reversed(positions) if descending else iter(positions)
+    last = len(chunk.layers) - 1
     ends = [
-        (layer, times[0] if j == 0 else times[1] + (j - 1) * step) for j, layer in enumerate(order)
-    ]
+        (layer, times[0] if j == 0 else times[-1] + extra * step if j == last
+         else times[1] + (j - 1) * step)
+        for j, layer in enumerate(order)
+    ]  # fmt: skip
     before = entries[: at[0]]
     after = [(layer, end + extra * step) for layer, end in entries[at[-1] + 1 :]]
     return tuple([*before, *ends, *after])

@@ -30,12 +30,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from simtrain.catalog.frameworks import get_framework
-from simtrain.engine.host import collective_issue_s
+from simtrain.engine.host import collective_issue_s, readiness
 from simtrain.engine.variability import median_slowest_factor
 from simtrain.errors import SpecError
 from simtrain.estimator.chunks import Chunk, ChunkSource, chunk_base
 from simtrain.estimator.pipeline import ScheduleShape, Slot, schedule_shape
-from simtrain.estimator.walk import ActionTiming, walk
+from simtrain.estimator.walk import NO_HOST, ActionTiming, walk
 from simtrain.parallel.builder import (
     EP_HOPS,
     GRAD_BYTES,
@@ -102,10 +102,14 @@ class StepEstimate:
         return self.bubble_s / self.step_time_s if self.step_time_s > 0 else 0.0
 
 
-Flush = tuple[float | None, float, float, float]
+Flush = tuple[float | None, float, float, float, float]
 """One gradient bucket: (offset of the layer that fills it from its action's start, or None
-for a flush at the action's end; seconds on the gradient stream; seconds of the cross-group
+for a flush at the action's end; the host's share of that offset (``max(a, x + b)``, see
+:mod:`simtrain.estimator.walk`); seconds on the gradient stream; seconds of the cross-group
 all-reduce when it runs on a stream of its own, else 0; whether it issues anything (1/0))."""
+
+Mark = tuple[float, float, float]
+"""(start, end, host offset) of an action that computes weight gradients."""
 
 
 @dataclass(frozen=True)
@@ -120,42 +124,80 @@ class _Gradients:
         tail: the last bucket, issued after the rank's last compute.
         optimizer_s: seconds of the optimizer step (with the FP8 weight cast).
         gather_s: seconds of the parameter all-gather after it (0: none).
+        optimizer_host_s: host seconds before the optimizer can start once the host reaches
+            it (``readiness`` of its issue time; 0 without a host stream).
+        slowdowns: per action, its compute's slowdown under a collective (interference;
+            empty: none).
+        inside: per action, the compute seconds its own buckets add to it while it runs
+            (their overlap with its compute, the gradient stream taken free at its start);
+            :meth:`finish` prices the rest of their flight (empty: none).
     """
 
     actions: tuple[tuple[Flush, ...], ...]
     tail: Flush
     optimizer_s: float
     gather_s: float
+    optimizer_host_s: float = 0.0
+    slowdowns: tuple[float, ...] = ()
+    inside: tuple[float, ...] = ()
 
     def finish(
-        self, marks: list[tuple[float, float]], compute_free: float, hold: float, pp_free: float
+        self,
+        marks: list[Mark],
+        compute_free: float,
+        hold: float,
+        pp_free: float,
+        host_free: float = NO_HOST,
     ) -> tuple[float, float, float]:
         """(end of the rank's step, optimizer busy time, time waited) given its timeline.
 
-        ``marks`` holds the (start, end) of each action computing weight gradients.
+        ``marks`` holds the (start, end, host offset) of each action computing weight
+        gradients; ``host_free`` is when the rank's host has issued everything before the
+        optimizer. The host syncs on the gradient reduction before issuing the optimizer
+        (gradient-norm and overflow checks read reduced values), as the engine's host does.
+
+        A bucket in flight slows the rank's compute (the engine's interference): by the
+        slowdown of the action that issues it, over its overlap with the rank's compute,
+        taken to run without a gap from the bucket's start to the rank's last compute.
         """
         grad_free = replica_free = reduced = 0.0
         issued = False
+        slowed = 0.0  # compute seconds added by the buckets' interference
 
-        def flush(bucket: Flush, after: float, last_compute: float) -> None:
-            nonlocal grad_free, replica_free, reduced, issued
-            _, grad_s, replica_s, issues = bucket
+        def flush(bucket: Flush, after: float, last_compute: float, sigma: float) -> None:
+            nonlocal grad_free, replica_free, reduced, issued, slowed
+            _, _, grad_s, replica_s, issues = bucket
             if not issues:
                 return
             end = after
             if grad_s:
+                begin = max(after, grad_free, last_compute)  # its own action: priced inside
                 end = grad_free = max(after, grad_free) + grad_s
+                if sigma and compute_free > begin < end:
+                    slowed += sigma * (min(end, compute_free) - begin)
             if replica_s:  # not overlapped: after the backward, on a stream of its own
-                end = replica_free = max(end, last_compute, replica_free) + replica_s
+                begin = max(end, last_compute, replica_free)
+                end = replica_free = begin + replica_s
+                if sigma and compute_free > begin:
+                    slowed += sigma * (min(end, compute_free) - begin)
             reduced, issued = max(reduced, end), True
 
-        for (start, end), buckets in zip(marks, self.actions, strict=True):
+        for (start, end, x), buckets, sigma in zip(
+            marks, self.actions, self.slowdowns or [0.0] * len(marks), strict=True
+        ):
             for bucket in buckets:
-                offset = bucket[0]
-                flush(bucket, end if offset is None else start + offset, end)
-        flush(self.tail, compute_free, compute_free)
+                offset, host = bucket[0], bucket[1]
+                if offset is not None:
+                    offset = max(offset, x + host)
+                flush(bucket, end if offset is None else start + offset, end, sigma)
+        flush(self.tail, compute_free, compute_free, 0.0)
+        compute_free += slowed
         ready = max(compute_free, hold)
         begin = max(ready, reduced) if issued else ready
+        if self.optimizer_host_s:
+            # synced on the reduction (and the device) when there is one to wait for
+            host = max(host_free, reduced, compute_free) if issued else host_free
+            begin = max(begin, host + self.optimizer_host_s)
         end = begin + self.optimizer_s
         waited = begin - ready
         last = max(end, pp_free)
@@ -196,8 +238,8 @@ class _Paced:
     model: Any
     pace: float
 
-    def task_time_s(self, ops: Any) -> float:
-        return self.model.task_time_s(ops) * self.pace
+    def task_time_s(self, ops: Any, contended: bool = False) -> float:
+        return self.model.task_time_s(ops, contended=contended) * self.pace
 
     def host_time_s(self, ops: Any) -> float:
         return self.model.host_time_s(ops)
@@ -222,6 +264,10 @@ class _Setup:
     zero_stage: int
     profile: Any
     fp8_recipe: str
+    host: bool = False
+    sync_on_p2p: bool = False
+    per_collective_s: float = 0.0
+    contended: bool = False
 
     @property
     def every_mb(self) -> bool:
@@ -237,42 +283,73 @@ class _Setup:
 
 
 def _chain_actions(
-    shape: ScheduleShape, table: list[tuple[float, float, float, ActionTiming]], num: int
-) -> tuple[list[float], list[float], list[float], list[list[tuple[float, float]]]]:
+    shape: ScheduleShape, table: list[tuple[Any, ...]], num: int, sync_on_p2p: bool
+) -> tuple[list[float], list[float], list[float], list[list[Mark]], list[float]]:
     """Chain a compiled schedule's actions (see :mod:`simtrain.estimator.pipeline`).
 
     Returns, per rank, when its compute stream frees, when its last action's trailing
-    collectives end, when its transfers end, and the start and end of each of its actions
-    that compute weight gradients. It depends only on the schedule and the slots' times, so
-    configurations that share both share it.
+    collectives end, when its transfers end, the start, end and host offset of each of its
+    actions that compute weight gradients, and when its host has issued everything. It
+    depends only on the schedule, the slots' times and ``sync_on_p2p``, so configurations
+    that share them share it.
+
+    The host stream runs ahead of the device from action to action (or falls behind it) as
+    the engine's does (:mod:`simtrain.engine.host`): an action's host starts where the
+    previous action's left off, except that with ``sync_on_p2p`` (eager pipelines) the host
+    first waits for the device, the transfer the action receives and the transfers the rank
+    sent since its previous compute.
     """
     compute_free, hold, pp_free = [0.0] * num, [0.0] * num, [0.0] * num
+    host_free = [0.0] * num
+    unsynced = [NO_HOST] * num  # end of the transfers sent since the rank's last compute
     arrival = [0.0] * shape.num_transfers
-    marks: list[list[tuple[float, float]]] = [[] for _ in range(num)]
+    marks: list[list[Mark]] = [[] for _ in range(num)]
     ranks, slots, recvs, sends, tails = (
         shape.rank, shape.slot, shape.recv, shape.send, shape.send_after_tail
     )  # fmt: skip
     computing = [s.computes_grads for s in shape.slots]
     for i in range(len(ranks)):
         r, k = ranks[i], slots[i]
-        compute_end, tail_end, p2p_s, _ = table[k]
+        compute_end, tail_end, p2p_s, compute_host, tail_host, host_s, first_comm = table[k][:7]
         start = compute_free[r]
         if hold[r] > start:
             start = hold[r]
+        host = host_free[r]
         j = recvs[i]
         if j >= 0 and arrival[j] > start:
             start = arrival[j]
-        end = compute_free[r] = start + compute_end
-        tail = hold[r] = start + tail_end
+        if sync_on_p2p:
+            synced = unsynced[r]
+            if j >= 0 and not first_comm and arrival[j] > synced:
+                synced = arrival[j]
+            if synced > NO_HOST:  # the host waits for the device and the transfers
+                host = max(host, synced, compute_free[r])
+                unsynced[r] = NO_HOST
+        x = host - start
+        end = start + compute_end
+        if x + compute_host > compute_end:
+            end = host + compute_host
+        tail = start + tail_end
+        if x + tail_host > tail_end:
+            tail = host + tail_host
+        compute_free[r], hold[r], host_free[r] = end, tail, host + host_s
         j = sends[i]
         if j >= 0:
             ready = tail if tails[i] else end
             if pp_free[r] > ready:
                 ready = pp_free[r]
             pp_free[r] = arrival[j] = ready + p2p_s
+            if sync_on_p2p:
+                unsynced[r] = max(unsynced[r], arrival[j])
         if computing[k]:
-            marks[r].append((start, end))
-    return compute_free, hold, pp_free, marks
+            marks[r].append((start, end, x))
+    return compute_free, hold, pp_free, marks, host_free
+
+
+def issues_from_host(compute: Any) -> bool:
+    """Whether issuing kernels costs the host anything (the engine's rule for a host stream)."""
+    cost = getattr(compute, "host", None)
+    return cost is not None and (cost.per_kernel_s > 0 or cost.per_collective_s > 0)
 
 
 @dataclass
@@ -297,6 +374,7 @@ class Estimator:
     _walks: dict[tuple[Any, ...], ActionTiming] = field(default_factory=dict)
     _task_s: dict[tuple[int, int], tuple[tuple[Op, ...], float]] = field(default_factory=dict)
     _host_s: dict[tuple[int, int], tuple[tuple[Op, ...], float]] = field(default_factory=dict)
+    _contended_s: dict[tuple[int, int], tuple[tuple[Op, ...], float]] = field(default_factory=dict)
     _comm_s: dict[tuple[Any, ...], float] = field(default_factory=dict)
     _chains: dict[tuple[Any, ...], Any] = field(default_factory=dict)
     _signatures: dict[tuple[Any, ...], Any] = field(default_factory=dict)
@@ -336,9 +414,13 @@ class Estimator:
             context = self._contexts[context_key] = _Context(
                 self._chunks(spec, ops_key, p.pp * p.vpp)
             )
+        host = issues_from_host(compute)
         setup = _Setup(
             spec, compute, network, layout, ranks, dp_axis, hooks, p2p_bytes, context,
-            zero_stage, profile, make_shard(spec).recipe,
+            zero_stage, profile, make_shard(spec).recipe, host,
+            host and p.pp > 1 and getattr(compute, "execution_mode", "eager") == "eager",
+            collective_issue_s(compute) if host else 0.0,
+            bool(getattr(getattr(compute, "calibration", None), "collective_sms", 0)),
         )  # fmt: skip
         name = p.pipeline_schedule if p.pp > 1 else "1f1b"
         chunks = context.chunks
@@ -389,28 +471,47 @@ class Estimator:
         self,
         setup: _Setup,
         shape: ScheduleShape,
-        table: list[tuple[float, float, float, ActionTiming]],
+        table: list[tuple[Any, ...]],
     ) -> tuple[float, list[float], list[float]]:
-        """Run the compiled schedule: returns the step and per-rank busy and waited time."""
+        """Run the compiled schedule: returns the step and per-rank busy and waited time.
+
+        The gradient buckets an action issues slow its own remaining compute (interference):
+        that is added to the action's times before chaining (:attr:`_Gradients.inside`).
+        """
         num = len(setup.ranks)
-        key = (shape.key, tuple(row[:3] for row in table))
-        chained = self._chains.get(key)
-        if chained is None:
-            chained = self._chains[key] = _chain_actions(shape, table, num)
-        compute_free, hold, pp_free, marks = chained
-        busy, waited = [0.0] * num, [0.0] * num
-        for k, slot in enumerate(shape.slots):
-            timing = table[k][3]
-            busy[slot.rank] += shape.slot_counts[k] * timing.busy_s
-            waited[slot.rank] += shape.slot_counts[k] * (timing.compute_end_s - timing.busy_s)
-        step = 0.0
+        all_grads = []
+        inside: dict[Slot, float] = {}
         for r in range(num):
             key = (shape.grad_actions[r], setup.grad_key)
             grads = setup.context.grads.get(key)
             if grads is None:
                 grads = setup.context.grads[key] = self._grads(setup, r, shape.grad_actions[r])
+            all_grads.append(grads)
+            for slot, extra in zip(shape.grad_actions[r], grads.inside, strict=False):
+                if extra:
+                    inside[slot] = extra
+        if inside:
+            table = list(table)
+            for k, slot in enumerate(shape.slots):
+                extra = inside.get(slot)
+                if extra:
+                    row = table[k]
+                    table[k] = (row[0] + extra, row[1] + extra, row[2], row[3] + extra,
+                                row[4] + extra, *row[5:])  # fmt: skip
+        key = (shape.key, setup.sync_on_p2p, tuple(row[:7] for row in table))
+        chained = self._chains.get(key)
+        if chained is None:
+            chained = self._chains[key] = _chain_actions(shape, table, num, setup.sync_on_p2p)
+        compute_free, hold, pp_free, marks, host_free = chained
+        busy, waited = [0.0] * num, [0.0] * num
+        for k, slot in enumerate(shape.slots):
+            timing = table[k][-1]
+            busy[slot.rank] += shape.slot_counts[k] * timing.busy_s
+            waited[slot.rank] += shape.slot_counts[k] * (timing.at(0.0)[0] - timing.busy_s)
+        step = 0.0
+        for r, grads in enumerate(all_grads):
             last, opt_busy, opt_waited = grads.finish(
-                marks[r], compute_free[r], hold[r], pp_free[r]
+                marks[r], compute_free[r], hold[r], pp_free[r], host_free[r]
             )
             busy[r] += opt_busy
             waited[r] += opt_waited
@@ -443,7 +544,7 @@ class Estimator:
         overlap_replica = p.overlap_replica_grad_reduce is not False
         durations: dict[float, Flush] = {}
 
-        def bucket(offset: float | None, size: float) -> Flush:
+        def bucket(offset: tuple[float, float] | None, size: float) -> Flush:
             found = durations.get(size)
             if found is None:
                 grad_s = replica_s = 0.0
@@ -461,10 +562,13 @@ class Estimator:
                             grad_s += across
                         else:
                             replica_s = across
-                found = durations[size] = (None, grad_s, replica_s, float(issues))
-            return (offset, *found[1:])
+                found = durations[size] = (None, NO_HOST, grad_s, replica_s, float(issues))
+            return (offset[0], offset[1], *found[2:]) if offset else found
 
         flushes: list[tuple[Flush, ...]] = []
+        slowdowns: list[float] = []
+        inside: list[float] = []
+        timings: dict[Slot, tuple[ActionTiming, float]] = {}
         pending, elements, fp8_elements = 0.0, 0, 0
         for slot in actions:
             chunk = setup.context.chunks[slot.chunk]
@@ -472,18 +576,42 @@ class Estimator:
             if slot.owns_grads:
                 elements += total
                 fp8_elements += fp8
+            if not (slot.owns_grads or every_mb):
+                flushes.append(())
+                slowdowns.append(0.0)
+                inside.append(0.0)
+                continue
+            info = timings.get(slot)
+            if info is None:
+                timing = setup.context.slots[slot][-1]
+                info = timings[slot] = (timing, timing.slowdown if setup.contended else 0.0)
+            timing, sigma = info
+            slowdowns.append(sigma)
             found: list[Flush] = []
-            if slot.owns_grads or every_mb:
-                timing = setup.context.slots[slot][3]
-                for layer, layer_end in timing.layer_end_s:
-                    pending += per_layer.get(layer, 0) * grad_bytes
-                    if setup.hooks[r] and pending >= bucket_bytes:
-                        found.append(bucket(layer_end, pending))
-                        pending = 0.0
-                if every_mb:
-                    found.append(bucket(None, pending))
+            hooked = setup.hooks[r]
+            for (layer, layer_end), host_end in zip(
+                timing.layer_end_s, timing.layer_end_host_s, strict=True
+            ):
+                pending += per_layer.get(layer, 0) * grad_bytes
+                if hooked and pending >= bucket_bytes:
+                    found.append(bucket((layer_end, host_end), pending))
                     pending = 0.0
+            if every_mb:
+                found.append(bucket(None, pending))
+                pending = 0.0
             flushes.append(tuple(found))
+            extra = 0.0
+            if sigma and found:
+                free = 0.0
+                for offset, _, grad_s, _, issues in found:
+                    if offset is None or not issues or not grad_s:
+                        continue
+                    begin = max(offset, free)
+                    free = begin + grad_s
+                    overlap = min(free, timing.compute_end_s) - begin
+                    if overlap > 0:
+                        extra += sigma * overlap
+            inside.append(extra)
         factor = len(shard) if stage >= 1 else 1
         step: tuple[Op, ...] = (optimizer_op(elements / factor, spec.training.optimizer),)
         if fp8_elements:  # the FP8 weight copies are refreshed once per step
@@ -494,19 +622,29 @@ class Estimator:
         )
         if gathers_after and len(shard) > 1:
             gather = self._collective_s(network, "all_gather", shard, elements * ACT_BYTES)
+        optimizer_s = setup.compute.task_time_s(step)
+        optimizer_host_s = 0.0
+        if setup.host:
+            issue = setup.compute.host_time_s(step) + (gather > 0) * setup.per_collective_s
+            optimizer_host_s = readiness(issue, optimizer_s, len(step))
         return _Gradients(
             actions=tuple(flushes),
             tail=bucket(None, pending),
-            optimizer_s=setup.compute.task_time_s(step),
+            optimizer_s=optimizer_s,
             gather_s=gather,
+            optimizer_host_s=optimizer_host_s,
+            slowdowns=tuple(slowdowns) if any(slowdowns) else (),
+            inside=tuple(inside) if any(inside) else (),
         )
 
     # --- slots: one kind of action's timing ---------------------------------------------
 
-    def _slot(
-        self, setup: _Setup, slot: Slot, chunks: list[Chunk]
-    ) -> tuple[float, float, float, ActionTiming]:
-        """(compute end, tail end, transfer time, timing) of a slot's actions from their start."""
+    def _slot(self, setup: _Setup, slot: Slot, chunks: list[Chunk]) -> tuple[Any, ...]:
+        """A slot's row of times, from its actions' start.
+
+        (compute end, tail end, transfer time, the host's shares of both ends, host issue
+        time, starts with a collective, timing).
+        """
         timing = self._slot_timing(setup, slot, chunks)
         p2p_s = 0.0
         if slot.peer >= 0:
@@ -516,7 +654,10 @@ class Estimator:
             p2p_s = self._comm_s.get(key, -1.0)
             if p2p_s < 0:
                 p2p_s = self._comm_s[key] = setup.network.p2p_time_s(src, dst, size)
-        return timing.compute_end_s, timing.tail_end_s, p2p_s, timing
+        # the send's issue is charged to the action's host time
+        host_s = timing.host_s + (setup.per_collective_s if slot.peer >= 0 else 0.0)
+        return (timing.compute_end_s, timing.tail_end_s, p2p_s, timing.compute_end_host_s,
+                timing.tail_end_host_s, host_s, timing.starts_with_comm, timing)  # fmt: skip
 
     def _slot_timing(self, setup: _Setup, slot: Slot, chunks: list[Chunk]) -> ActionTiming:
         """Timing of a slot's chunk action on its rank, shared by all equal-timed ranks.
@@ -550,8 +691,9 @@ class Estimator:
                         plan,
                         lambda ops: self._task(compute, ops),
                         comm_s,
-                        lambda ops: self._host(compute, ops),
-                        collective_issue_s(compute),
+                        (lambda ops: self._host(compute, ops)) if setup.host else None,
+                        setup.per_collective_s,
+                        (lambda ops: self._contended(compute, ops)) if setup.contended else None,
                     )
                 return done
 
@@ -705,6 +847,14 @@ class Estimator:
         cached = self._task_s.get(key)
         if cached is None or cached[0] is not ops:
             cached = self._task_s[key] = (ops, compute.task_time_s(ops))
+        return cached[1]
+
+    def _contended(self, compute: Any, ops: tuple[Op, ...]) -> float:
+        """``compute.task_time_s(ops, contended=True)``, once per ops tuple."""
+        key = (id(compute), id(ops))
+        cached = self._contended_s.get(key)
+        if cached is None or cached[0] is not ops:
+            cached = self._contended_s[key] = (ops, compute.task_time_s(ops, contended=True))
         return cached[1]
 
     def _host(self, compute: Any, ops: tuple[Op, ...]) -> float:

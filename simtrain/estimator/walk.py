@@ -17,9 +17,14 @@ clock per stream gives the times the engine gives, relative to the action's star
 
 The host stream (:mod:`simtrain.engine.host`) is walked beside them: each compute task waits
 until the host has issued enough of it (``readiness``), the issue of the collectives it
-produces is charged to it, and the host's unpaid issue time carries to the next task. The
-walk starts the host with the action and drops what it still owes at the end, where the
-engine carries it into the next action (or pays it at a synchronisation point).
+produces is charged to it, and the host's unpaid issue time carries to the next task. Where
+the host stands when the action starts depends on the actions before it (the engine lets
+the host run ahead of the device, or fall behind it, across actions), so the walk keeps
+every time as a function of the host's offset ``x`` (when the host starts issuing the
+action, relative to the action's start): each time is ``max(a, x + b)`` (max-plus linear,
+since every rule above is a max of sums), ``a`` being the time with a host that is never
+late and ``b`` the host's share (:data:`NO_HOST` when the host never holds it up). The
+schedule's chain (:mod:`simtrain.estimator.step`) carries the host from action to action.
 
 One approximation: the engine hands what an action waits for (the neighbouring stage's
 transfer, its predecessor's trailing collectives) to the action's *first* task. When that
@@ -38,6 +43,9 @@ from simtrain.engine.host import readiness
 from simtrain.parallel.segments import SegmentPlan
 from simtrain.workload.ops import Op
 
+NO_HOST = -1e30
+"""The host share ``b`` of a time the host never holds up (``x + b`` never wins the max)."""
+
 
 @dataclass(frozen=True)
 class ActionTiming:
@@ -52,6 +60,15 @@ class ActionTiming:
         layer_end_s: (layer, end of the last compute task holding that layer), layers in the
             order they first appear; the data-parallel gradient buckets hook onto these (the
             times matter only for a plan cut at layer boundaries).
+        compute_end_host_s, tail_end_host_s, layer_end_host_s: the host's share ``b`` of
+            those times (each is ``max(a, x + b)`` for a host starting at ``x``; the fields
+            above are the ``a``), :data:`NO_HOST` where the host never holds them up.
+        host_s: host seconds to issue the whole action (its collectives' issue included).
+        starts_with_comm: its first task is a collective (what the action waits for is
+            handed to that collective, not to a compute task the host would sync on).
+        contended_busy_s: what ``busy_s`` would be if a collective held part of the device
+            throughout (the interference of collectives outside the action is priced from
+            it: :meth:`slowdown`).
     """
 
     compute_end_s: float
@@ -59,6 +76,25 @@ class ActionTiming:
     busy_s: float
     comm_s: tuple[tuple[str, float], ...]
     layer_end_s: tuple[tuple[int, float], ...]
+    compute_end_host_s: float = -1e30
+    tail_end_host_s: float = -1e30
+    layer_end_host_s: tuple[float, ...] = ()
+    host_s: float = 0.0
+    starts_with_comm: bool = False
+    contended_busy_s: float = 0.0
+
+    @property
+    def slowdown(self) -> float:
+        """Extra compute seconds per second of overlap with a collective (0: none)."""
+        if self.busy_s <= 0 or self.contended_busy_s <= self.busy_s:
+            return 0.0
+        return self.contended_busy_s / self.busy_s - 1.0
+
+    def at(self, x: float) -> tuple[float, float]:
+        """(compute end, tail end) when the host starts issuing the action at ``x``."""
+        return max(self.compute_end_s, x + self.compute_end_host_s), max(
+            self.tail_end_s, x + self.tail_end_host_s
+        )
 
 
 def walk(
@@ -67,6 +103,7 @@ def walk(
     comm_s: Callable[[Op], float],
     host_s: Callable[[tuple[Op, ...]], float] | None = None,
     per_collective_s: float = 0.0,
+    contended_s: Callable[[tuple[Op, ...]], float] | None = None,
 ) -> ActionTiming:
     """Time ``plan`` from its start (see the module docstring).
 
@@ -78,50 +115,88 @@ def walk(
             None walks without a host stream.
         per_collective_s: host seconds to issue one collective, charged to the compute task
             before it.
+        contended_s: seconds of a compute task while a collective holds part of the device
+            (``task_time_s(ops, contended=True)``); None: no interference. As in the engine,
+            a compute task runs ``contended/normal - 1`` longer per second of overlap with
+            each collective in flight (a collective of the action overlaps only the compute
+            tasks after the one that issues it).
     """
-    compute_end = 0.0
+    end_a, end_b = 0.0, NO_HOST  # compute stream free: max(end_a, x + end_b)
     busy = 0.0
-    free: dict[str, float] = {}
+    free: dict[str, tuple[float, float]] = {}
     comm_total: dict[str, float] = {}
-    issued: dict[int, float] = {}
-    layer_end: dict[int, float] = {}
-    host_clock = carry = 0.0
+    issued: dict[int, tuple[float, float]] = {}
+    layer_end: dict[int, tuple[float, float]] = {}
+    host_clock = 0.0  # issue time of the tasks before this one, from the host's start
+    flights: list[tuple[float, float, float, float]] = []  # collectives: (start, end) a and b
+    contended_total = 0.0
     segments = plan.segments
     for position, seg in enumerate(segments):
         if seg.is_comm:
             op = seg.ops[0]
             stream = f"{op.axis}_comm"
             duration = comm_s(op)
-            start = max(compute_end, free.get(stream, 0.0))
-            issued[position] = free[stream] = start + duration
+            fa, fb = free.get(stream, (0.0, NO_HOST))
+            begin_a, begin_b = max(end_a, fa), max(end_b, fb)
+            done = (begin_a + duration, begin_b + duration)
+            issued[position] = free[stream] = done
+            if contended_s is not None and duration > 0:
+                flights.append((begin_a, done[0], begin_b, done[1]))
             comm_total[stream] = comm_total.get(stream, 0.0) + duration
             continue
-        start = compute_end
+        start_a, start_b = end_a, end_b
         for waited in seg.waits_for:
-            if issued[waited] > start:
-                start = issued[waited]
+            wa, wb = issued[waited]
+            if wa > start_a:
+                start_a = wa
+            if wb > start_b:
+                start_b = wb
         duration = compute_s(seg.ops)
         if host_s is not None:
-            launches = 0
-            for later in segments[position + 1 :]:
-                if not later.is_comm:
-                    break
-                launches += 1
+            launches, later = 0, position + 1
+            while later < len(segments) and segments[later].is_comm:
+                launches, later = launches + 1, later + 1
             h = host_s(seg.ops) + launches * per_collective_s
-            ready = readiness(h, duration, len(seg.ops))
-            host_clock += carry + ready
-            carry = h - ready
-            if host_clock > start:
-                start = host_clock
+            ready = host_clock + readiness(h, duration, len(seg.ops))
+            if ready > start_b:
+                start_b = ready
+            host_clock += h
         busy += duration
-        compute_end = start + duration
+        extra_a = extra_b = 0.0
+        if flights:
+            contended = contended_s(seg.ops)  # type: ignore[misc]
+            contended_total += contended
+            if contended > duration > 0:
+                sigma = contended / duration - 1.0
+                # the overlap when the host is never late (a), and when it sets the pace (b)
+                # compute starts never move back: collectives over by now stay over
+                flights = [f for f in flights if f[1] > start_a or f[3] > start_b]
+                for fa0, fa1, fb0, fb1 in flights:
+                    overlap = min(fa1, start_a + duration) - max(fa0, start_a)
+                    if overlap > 0:
+                        extra_a += sigma * overlap
+                    if start_b > NO_HOST / 2:
+                        overlap = min(fb1, start_b + duration) - max(fb0, start_b)
+                        if overlap > 0:
+                            extra_b += sigma * overlap
+        elif contended_s is not None:
+            contended_total += contended_s(seg.ops)
+        end_a, end_b = start_a + duration + extra_a, start_b + duration + extra_b
         for layer in seg.layers:  # first-appearance order, as the builder's gradient hooks
-            layer_end[layer] = compute_end
-    tail = max([compute_end, *(issued[p] for p in plan.trailing)])
+            layer_end[layer] = (end_a, end_b)
+    tail_a, tail_b = end_a, end_b
+    for p in plan.trailing:
+        tail_a, tail_b = max(tail_a, issued[p][0]), max(tail_b, issued[p][1])
     return ActionTiming(
-        compute_end_s=compute_end,
-        tail_end_s=tail,
+        compute_end_s=end_a,
+        tail_end_s=tail_a,
         busy_s=busy,
         comm_s=tuple(comm_total.items()),
-        layer_end_s=tuple(layer_end.items()),
+        layer_end_s=tuple((layer, a) for layer, (a, _) in layer_end.items()),
+        compute_end_host_s=end_b,
+        tail_end_host_s=tail_b,
+        layer_end_host_s=tuple(b for _, b in layer_end.values()),
+        host_s=host_clock,
+        starts_with_comm=bool(segments) and segments[0].is_comm,
+        contended_busy_s=contended_total if contended_s is not None else busy,
     )

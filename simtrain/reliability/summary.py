@@ -10,7 +10,7 @@ and return JSON-ready dictionaries.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -190,8 +190,11 @@ def compare_policies(
     seed: int,
     *,
     max_events: int = MAX_EVENTS,
+    progress: Callable[[], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Summaries of the named policies side by side, all with the same seed.
+
+    ``progress`` is called after each policy (a progress bar's advance).
 
     Raises:
         SpecError: the experiment has no ``reliability`` section (it holds the failure
@@ -202,13 +205,13 @@ def compare_policies(
     factories = [(name, get_policy(name)) for name in policies]
     params = run_params(spec, base, step_time_s, model_state_bytes)
     check_reliability(params, num_runs, len(factories), max_events)
-    return [
-        {
-            "policy": name,
-            **policy_summary(spec, f(base), step_time_s, model_state_bytes, num_runs, seed),
-        }
-        for name, f in factories
-    ]
+    rows = []
+    for name, f in factories:
+        summary = policy_summary(spec, f(base), step_time_s, model_state_bytes, num_runs, seed)
+        rows.append({"policy": name, **summary})
+        if progress is not None:
+            progress()
+    return rows
 
 
 def _gpu_hour_price(spec: ExperimentSpec, reliability: ReliabilitySpec) -> float | None:

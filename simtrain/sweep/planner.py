@@ -52,6 +52,7 @@ from simtrain.reliability.spares import spare_nodes
 from simtrain.report.progress import Progress
 from simtrain.specs.cluster import ClusterSpec
 from simtrain.specs.experiment import ExperimentSpec
+from simtrain.specs.framework_resolve import resolve_framework_defaults
 from simtrain.specs.loader import load_yaml_tree
 from simtrain.specs.model import ModelSpec
 from simtrain.specs.parallel import ParallelSpec
@@ -93,6 +94,7 @@ class PlanOption:
         estimate_error: the estimator's step time against the simulation's, relative.
         simulated: the step time comes from the simulation (else from the estimate: sizes
             not picked are not simulated unless the plan is exhaustive).
+        framework: the software stack (framework profile) of the layout.
     """
 
     num_gpus: int
@@ -108,6 +110,7 @@ class PlanOption:
     spare_nodes: int = 0
     estimate_error: float | None = None
     simulated: bool = False
+    framework: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form; the issue's keys (num_gpus, parallel, days, cost_usd) first."""
@@ -309,10 +312,22 @@ class _Layouts:
     model: ModelSpec
     training: TrainingSpec
     clusters: dict[int, ClusterSpec]
+    stacks: dict[str, TrainingSpec] = field(default_factory=dict)
 
     def spec(self, num_gpus: int, point: dict[str, Any]) -> ExperimentSpec:
         """The experiment of one layout (raises SpecError when the spec's rules reject it)."""
-        parallel = {k.removeprefix("parallel."): v for k, v in point.items()}
+        parallel = {
+            k.removeprefix("parallel."): v for k, v in point.items() if k.startswith("parallel.")
+        }
+        framework = point.get("training.framework", self.training.framework)
+        training = self.stacks.get(framework)
+        if training is None:
+            # resolved once (attention kernel, execution mode, ... from the stack's profile),
+            # so that every layout shares the one section
+            data = {"training": {**self.training.model_dump(), "framework": framework}}
+            training = self.stacks[framework] = TrainingSpec.model_validate(
+                resolve_framework_defaults(data)["training"]
+            )
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # a search crosses settings on purpose
@@ -322,7 +337,7 @@ class _Layouts:
                         "model": self.model,
                         "parallel": ParallelSpec.model_validate(parallel),
                         "cluster": self.clusters[num_gpus],
-                        "training": self.training,
+                        "training": training,
                     }
                 )
         except ValueError as exc:  # pydantic's ValidationError is a ValueError
@@ -544,6 +559,7 @@ def plan(
                 spare_nodes=held,
                 estimate_error=None if estimated is None else estimated / step - 1.0,
                 simulated=simulated,
+                framework=spec.training.framework,
             )
 
         # Each size's plan by the estimate; then the sizes picked are simulated (all with

@@ -3,7 +3,8 @@
 :func:`layouts` enumerates, lazily, the Cartesian product of the parallel axes DESIGN.md
 names (tp with sequence parallelism, pp with each pipeline schedule and its virtual stages,
 cp, ep for MoE models, dp derived, ZeRO stage 0-3 where 3 is FSDP, micro-batch size and
-activation recomputation) and the global batch nearest the target tokens per step that the
+activation recomputation), the software stacks asked for (framework profiles,
+``training.framework``), and the global batch nearest the target tokens per step that the
 layout can split. Points are plain dotted-field mappings; the spec's own rules
 (:class:`~simtrain.specs.experiment.ExperimentSpec`) still judge them, so a point here only
 skips what could never be valid (degrees that do not divide the cluster). Pure: no I/O.
@@ -16,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from simtrain.errors import SpecError
 from simtrain.specs.base import divisors
 
 
@@ -32,6 +34,8 @@ class LayoutSpace:
         zero: ZeRO stages (3 is FSDP's full sharding).
         micro_batch_sizes: sequences per microbatch.
         recompute: activation recomputation modes.
+        frameworks: framework profiles (None: the default profile). A stack refuses what it
+            cannot run (FSDP has no ZeRO-1, for instance): the spec's rules judge that.
         max_batch_deviation: largest relative gap between a layout's global batch and the
             target tokens per step (a layout whose nearest splittable batch is further off
             trains a different recipe and is left out).
@@ -51,6 +55,7 @@ class LayoutSpace:
     zero: tuple[int, ...] = (0, 1, 2, 3)
     micro_batch_sizes: tuple[int, ...] = (1, 2, 4)
     recompute: tuple[str, ...] = ("none", "selective", "full")
+    frameworks: tuple[str | None, ...] = (None,)
     max_batch_deviation: float = 0.25
 
     def layouts(
@@ -88,8 +93,12 @@ class LayoutSpace:
                 if abs(batch * seq / batch_tokens - 1) > self.max_batch_deviation:
                     continue
                 zeros = self.zero if dp * cp > 1 else self.zero[:1]  # nothing to shard
-                for zero, recompute in itertools.product(zeros, self.recompute):
+                for zero, recompute, framework in itertools.product(
+                    zeros, self.recompute, self.frameworks
+                ):
+                    stack = {} if framework is None else {"training.framework": framework}
                     yield {
+                        **stack,
                         "parallel.tp": tp,
                         "parallel.sp": tp > 1,
                         "parallel.pp": pp,
@@ -103,6 +112,33 @@ class LayoutSpace:
                         "parallel.recompute": recompute,
                         "parallel.global_batch_size": batch,
                     }
+
+
+def frameworks_to_search(setting: str | None) -> tuple[str | None, ...]:
+    """The ``frameworks`` of a space from a ``--frameworks`` setting.
+
+    ``None`` is the default profile alone; ``all`` is every profile; otherwise a
+    comma-separated list of profile names.
+
+    Raises:
+        SpecError: an unknown profile name (the message lists the known ones).
+
+    Examples:
+        >>> frameworks_to_search(None), frameworks_to_search("deepspeed, torchtitan")
+        ((None,), ('deepspeed', 'torchtitan'))
+    """
+    from simtrain.catalog.frameworks import framework_names, get_framework
+
+    if setting is None:
+        return (None,)
+    if setting.strip() == "all":
+        return tuple(framework_names())
+    names = tuple(name.strip() for name in setting.split(",") if name.strip())
+    if not names:
+        raise SpecError(f"'--frameworks' must name a profile or all (got {setting!r})")
+    for name in names:
+        get_framework(name, "--frameworks")
+    return names
 
 
 def _batch(sequences: float, per_microbatch: int, schedule: str, pp: int) -> int:

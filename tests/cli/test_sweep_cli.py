@@ -213,6 +213,27 @@ def test_plan_json_has_the_issue_keys(capsys, tmp_path):
     assert plan["simulated"] and plan["search"]["estimated"] > plan["search"]["simulated"] >= 1
 
 
+def test_plan_searches_the_frameworks_asked_for(capsys, tmp_path):
+    model = tmp_path / "tiny-model.yaml"
+    model.write_text(yaml.safe_dump({"model": TINY_MODEL}))
+    argv = ["plan", "--model", model, "--tokens", "1e9", "--deadline-days", "1", "--accelerator",
+            "H100-SXM", "--batch-tokens", "8192", "--workers", "1", "--json"]  # fmt: skip
+    code, out, err = run(capsys, *argv, "--frameworks", "megatron-core, pytorch-fsdp2")
+    assert code == 0, err
+    both = json.loads(out)
+    assert both["framework"] in ("megatron-core", "pytorch-fsdp2")
+    code, out, err = run(capsys, *argv, "--frameworks", "pytorch-fsdp2")
+    assert code == 0, err
+    one = json.loads(out)
+    assert one["framework"] == "pytorch-fsdp2"
+    # two stacks: about twice the layouts of one (FSDP refuses ZeRO-1 and -2)
+    assert both["search"]["enumerated"] == 2 * one["search"]["enumerated"]
+    code, _, err = run(capsys, *argv, "--frameworks", "megatron-9")
+    assert code == 2 and "'--frameworks' must be a known framework" in one_line_error(err)
+    code, _, err = run(capsys, *argv, "--frameworks", " , ")
+    assert code == 2 and "'--frameworks' must name a profile or all" in one_line_error(err)
+
+
 # ---- bad input: one line, non-zero exit --------------------------------------------------
 
 

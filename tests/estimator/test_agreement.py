@@ -56,14 +56,6 @@ SPACE: dict[str, list] = {
 }  # fmt: skip
 """Values each random configuration draws from (repeats weight the draw)."""
 
-HOST_AHEAD_ACROSS_ACTIONS = pytest.mark.xfail(
-    strict=False,
-    reason="the estimator walks the host stream within an action only; the engine lets the "
-    "host run ahead into the next action when no pipeline transfer synchronises it, so "
-    "interleaved pipelines and ZeRO-3 with host-bound tiny models come out up to 25 % slow "
-    "(open, issue 17)",
-)
-
 
 def random_experiments(
     model: dict, count: int, seed: int, num_gpus: int = 64, batch: int = 64
@@ -134,7 +126,6 @@ def check(name: str, found: list[tuple[float, str]]) -> None:
     assert not bad, bad
 
 
-@HOST_AHEAD_ACROSS_ACTIONS
 @pytest.mark.parametrize(
     ("name", "model", "seed"),
     [("gpt", {**GPT_TINY, "num_layers": 12}, 1), ("llama", {**LLAMA_TINY, "num_layers": 13}, 2),
@@ -159,7 +150,6 @@ def test_fp8_agrees():
     check("fp8", errors(fp8))
 
 
-@HOST_AHEAD_ACROSS_ACTIONS
 def test_flow_network_model_agrees():
     specs = random_experiments({**LLAMA_TINY, "num_layers": 8}, 3, seed=4, num_gpus=16)
     flow = [s.model_copy(update={"simulation": s.simulation.model_copy(
