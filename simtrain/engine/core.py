@@ -253,8 +253,6 @@ class _Contention:
                             extra += sigma * max(0.0, min(until, now + duration) - now)
             self.running[rank] = (now + duration + extra, index)
             return duration + extra
-        if self.tasks[index].stream == HOST_STREAM:
-            return duration
         for rank in self.members(index):
             self.in_flight[rank].append((now, now + duration))
             running = self.running.get(rank)

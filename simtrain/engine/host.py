@@ -115,7 +115,6 @@ def _rank_host_tasks(
     launches: dict[int, int],
     indices: list[int],
 ) -> None:
-    # The hot loop of issuing: readiness and the host task are written out in place.
     tasks = program.tasks
     per_collective_s = collective_issue_s(compute)
     carry_s = 0.0  # issue time of the previous task not yet paid on the host stream
@@ -136,9 +135,7 @@ def _rank_host_tasks(
             h = issue_s[id(ops)] = host_time_s(ops)
         if index in launches:
             h += launches[index] * per_collective_s
-        n = len(ops)
-        behind = h - durations_s[index]
-        r = (h + (n - 1) * behind) / n if n and behind > 0 else (h / n if n else 0.0)
+        r = readiness(h, durations_s[index], len(ops))
         if task.category == "optimizer":
             sync = list(task.deps)  # gradient-norm / overflow checks read reduced gradients
         elif sync_on_p2p:

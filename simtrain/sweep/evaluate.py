@@ -37,6 +37,21 @@ METRIC_COLUMNS: tuple[str, ...] = (
 _GB = 1e9
 
 
+def memory_columns(spec: ExperimentSpec, capacity: float) -> tuple[dict[str, Any], str]:
+    """A configuration's memory columns, and why it does not fit ("" when it does)."""
+    memory = estimate_memory(spec, capacity)
+    columns = {
+        "num_gpus": spec.cluster.num_gpus,
+        "peak_memory_bytes": memory.peak_bytes,
+        "memory_capacity_bytes": capacity,
+        "memory_headroom_bytes": capacity - memory.peak_bytes,
+        "fits": memory.fits,
+    }
+    if memory.fits:
+        return columns, ""
+    return columns, f"peak memory {memory.peak_bytes / _GB:.1f} GB > {capacity / _GB:.1f} GB"
+
+
 def evaluate(spec_data: dict[str, Any]) -> dict[str, Any]:
     """Evaluate one configuration; returns ``status``, ``error``, the metrics and wall time.
 
@@ -48,17 +63,11 @@ def evaluate(spec_data: dict[str, Any]) -> dict[str, Any]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # no-effect warnings were seen when the sweep resolved
             spec = ExperimentSpec.model_validate(spec_data)
-        capacity = get_accelerator(spec.cluster.accelerator).hbm_capacity_bytes
-        memory = estimate_memory(spec, capacity)
-        row.update(
-            num_gpus=spec.cluster.num_gpus,
-            peak_memory_bytes=memory.peak_bytes,
-            memory_capacity_bytes=capacity,
-            memory_headroom_bytes=capacity - memory.peak_bytes,
-            fits=memory.fits,
+        columns, reason = memory_columns(
+            spec, get_accelerator(spec.cluster.accelerator).hbm_capacity_bytes
         )
-        if not memory.fits:
-            reason = f"peak memory {memory.peak_bytes / _GB:.1f} GB > {capacity / _GB:.1f} GB"
+        row.update(columns)
+        if reason:
             return {**row, "status": "oom", "error": reason, "wall_time_s": _since(began)}
         report = simulate(spec).summary()
         row.update({k: report[k] for k in METRIC_COLUMNS if k in report})

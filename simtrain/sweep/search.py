@@ -23,12 +23,10 @@ from typing import Any
 
 from simtrain.catalog import get_accelerator
 from simtrain.estimator import Estimator, StepEstimate
-from simtrain.memory import estimate_memory
 from simtrain.metrics.flops import step_flops
 from simtrain.specs.experiment import ExperimentSpec
-from simtrain.sweep.evaluate import METRIC_COLUMNS
+from simtrain.sweep.evaluate import METRIC_COLUMNS, memory_columns
 
-_GB = 1e9
 ESTIMATED = "estimated"
 """Status of a configuration estimated analytically and not simulated."""
 DEFAULT_SIMULATE_TOP = 8
@@ -85,16 +83,9 @@ class Stage1:
             capacity = self._capacity.get(name)
             if capacity is None:
                 capacity = self._capacity[name] = get_accelerator(name).hbm_capacity_bytes
-            memory = estimate_memory(spec, capacity)
-            row.update(
-                num_gpus=spec.cluster.num_gpus,
-                peak_memory_bytes=memory.peak_bytes,
-                memory_capacity_bytes=capacity,
-                memory_headroom_bytes=capacity - memory.peak_bytes,
-                fits=memory.fits,
-            )
-            if not memory.fits:
-                reason = f"peak memory {memory.peak_bytes / _GB:.1f} GB > {capacity / _GB:.1f} GB"
+            columns, reason = memory_columns(spec, capacity)
+            row.update(columns)
+            if reason:
                 row.update(status="oom", error=reason)
             else:
                 estimate = self.estimator.estimate(spec)
