@@ -47,7 +47,8 @@ class TrainingSpec(Spec):
     """Dtype of the data-parallel gradient reduction (default from the framework profile;
     Megatron-Core reduces fp32 main grads)."""
     attention_kernel: AttentionKernel | None = None
-    """Attention implementation: flash (FlashAttention-2), flash3 (FlashAttention-3, Hopper),
+    """Attention implementation: flash (FlashAttention-2), flash1 (FlashAttention v1),
+    flash3 (FlashAttention-3, Hopper),
     cudnn (cuDNN fused attention, as Transformer Engine runs it) or unfused (batched GEMMs
     plus softmax and dropout kernels, as Megatron-LM ran in 2021); default from the
     framework profile."""
