@@ -29,6 +29,8 @@ Examples:
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from simtrain.compute.roofline import ComputeModel
 from simtrain.parallel.program import Program, Task
@@ -44,85 +46,87 @@ def readiness(h: float, d: float, n: int) -> float:
     return h / n + (n - 1) / n * max(h - d, 0.0)
 
 
-def with_host_stream(
+@dataclass(slots=True)
+class HostPlan:
+    """What each simulated rank's host does before each of its compute tasks.
+
+    Host task durations follow from the program alone; only their start times need the
+    replay (a host task stopped at a synchronisation point starts when the last of them
+    ends). So the engine keeps each rank's host clock in the rank's compute stream, by
+    arithmetic, and host tasks become records only when a timeline asks for them
+    (:func:`issued_program`). Lists are indexed like the program's tasks.
+
+    Attributes:
+        issue_s: host seconds of the host task issuing each compute task (0 for others).
+        tail_s: issue time carried from the previous compute task and paid, as a host task
+            of its own (``host:tail``), before this one's synchronisation point (0 if none).
+        sync: tasks whose end the host waits for before issuing each compute task: the
+            previous compute task and the pipeline transfers (or, for the optimizer step,
+            every dependency); empty when the host runs ahead.
+        waits: per compute task, the synchronisation tasks that are not already its
+            dependencies (this rank's own sends): the compute task waits for them too.
+        order: compute task indices in the order their host tasks are recorded.
+    """
+
+    issue_s: list[float]
+    tail_s: list[float]
+    sync: list[tuple[int, ...]]
+    waits: dict[int, tuple[int, ...]]
+    order: list[int]
+
+
+def host_plan(
     program: Program,
-    durations_s: list[float],
+    durations_s: Sequence[float],
     compute: ComputeModel,
     sync_on_p2p: bool = True,
-) -> tuple[Program, list[float]]:
-    """A copy of ``program`` with each simulated rank's host tasks, and all task durations.
-
-    Every compute task gains a dependency on the host task that issues it (compute tasks
-    are copied; ``program`` is left as it was, so it can be re-timed). Host tasks run on the
-    ``host`` stream of their rank, category ``host``.
+) -> HostPlan:
+    """The host tasks that issue every compute task of each simulated rank of ``program``.
 
     Args:
-        program: the program to issue.
+        program: the program to issue (left as it is).
         durations_s: device durations of its tasks.
         compute: the compute model (its ``host_time_s`` prices the issue of each task).
         sync_on_p2p: the framework synchronises the device after each pipeline transfer
             (eager Megatron-style pipeline engines do), so the host cannot run past one.
     """
-    tasks = [_copy(task) if task.stream == "compute" else task for task in program.tasks]
-    issued = Program(
-        tasks=tasks,
-        world_size=program.world_size,
-        simulated_ranks=program.simulated_ranks,
-        weights=program.weights,
-    )
-    durations = list(durations_s)
+    tasks = program.tasks
+    num_tasks = len(tasks)
+    plan = HostPlan([0.0] * num_tasks, [0.0] * num_tasks, [()] * num_tasks, {}, [])
     per_rank: dict[int, list[int]] = defaultdict(list)
     is_p2p = []
     # Collectives and transfers a compute task is the producer of: the host issues them
     # right after it (counted per member: a shared collective lists every member's producer).
     launches: dict[int, int] = defaultdict(int)
-    for index, task in enumerate(program.tasks):
+    for index, task in enumerate(tasks):
         per_rank[task.rank].append(index)
         is_p2p.append(task.category == P2P_CATEGORY)
         if task.stream not in ("compute", HOST_STREAM):
             for dep in task.deps:
-                if program.tasks[dep].stream == "compute":
+                if tasks[dep].stream == "compute":
                     launches[dep] += 1
     sync = sync_on_p2p and any(is_p2p)
     for rank in program.simulated_ranks:
-        _rank_host_tasks(issued, durations, compute, sync, is_p2p, launches, per_rank[rank])
-    return issued, durations
+        _plan_rank(plan, tasks, durations_s, compute, sync, is_p2p, launches, per_rank[rank])
+    return plan
 
 
-def _copy(task: Task) -> Task:
-    """A shallow copy of a compute task (its deps are about to change)."""
-    return Task(
-        task.rank,
-        task.stream,
-        task.label,
-        task.category,
-        task.ops,
-        task.duration_s,
-        task.deps,
-        task.group,
-        task.collective_key,
-        task.stage,
-        task.microbatch,
-    )
-
-
-def _rank_host_tasks(
-    program: Program,
-    durations_s: list[float],
+def _plan_rank(
+    plan: HostPlan,
+    tasks: list[Task],
+    durations_s: Sequence[float],
     compute: ComputeModel,
     sync_on_p2p: bool,
     is_p2p: list[bool],
     launches: dict[int, int],
     indices: list[int],
 ) -> None:
-    tasks = program.tasks
     per_collective_s = collective_issue_s(compute)
     carry_s = 0.0  # issue time of the previous task not yet paid on the host stream
     sends: list[int] = []  # this rank's transfers since the previous compute task
     previous: int | None = None
     issue_s: dict[int, float] = {}  # host time per distinct ops tuple (shared by builders)
     host_time_s = compute.host_time_s
-    add_task, add_duration = tasks.append, durations_s.append
     for index in indices:
         task = tasks[index]
         if task.stream != "compute":
@@ -142,18 +146,68 @@ def _rank_host_tasks(
             sync = [d for d in task.deps if is_p2p[d]] + sends
         else:
             sync = []
-        deps: tuple[int, ...] = ()
         if sync:
             if carry_s > 0:
-                add_task(_host_task(task, carry_s, (), "host:tail"))
-                add_duration(carry_s)
+                plan.tail_s[index] = carry_s
             carry_s = 0.0
-            deps = tuple(sync) + ((previous,) if previous is not None else ())
-        add_task(_host_task(task, carry_s + r, deps, "host:" + task.label))
-        add_duration(carry_s + r)
-        task.deps = (*task.deps, len(tasks) - 1)
+            plan.sync[index] = tuple(sync) + ((previous,) if previous is not None else ())
+            if sends:
+                own = set(task.deps)
+                waits = tuple(s for s in sends if s not in own)
+                if waits:
+                    plan.waits[index] = waits
+        plan.issue_s[index] = carry_s + r
+        plan.order.append(index)
         carry_s = h - r
         sends, previous = [], index
+
+
+def issued_program(
+    program: Program,
+    plan: HostPlan,
+    start_s: list[float],
+    end_s: list[float],
+    host_start_s: list[float],
+    tail_start_s: list[float],
+) -> tuple[Program, list[float], list[float]]:
+    """``program`` with its host tasks, and the start and end of every task.
+
+    Host tasks are appended (each rank's in program order, a ``host:tail`` task before the
+    host task it precedes) on the ``host`` stream of their rank, category ``host``; each
+    compute task is copied with a dependency on the host task that issues it (``program``
+    is left as it was, so it can be re-timed).
+    """
+    tasks = list(program.tasks)
+    starts, ends = list(start_s), list(end_s)
+    issue_s, tail_s, sync = plan.issue_s, plan.tail_s, plan.sync
+    add_task, add_start, add_end = tasks.append, starts.append, ends.append
+    for index in plan.order:
+        task = tasks[index]
+        tail = tail_s[index]
+        if tail > 0:
+            add_task(_host_task(task, tail, (), "host:tail"))
+            add_start(tail_start_s[index])
+            add_end(tail_start_s[index] + tail)
+        issue = issue_s[index]
+        add_task(_host_task(task, issue, sync[index], "host:" + task.label))
+        add_start(host_start_s[index])
+        add_end(host_start_s[index] + issue)
+        tasks[index] = _issued(task, len(tasks) - 1)
+    issued = Program(
+        tasks=tasks,
+        world_size=program.world_size,
+        simulated_ranks=program.simulated_ranks,
+        weights=program.weights,
+    )
+    return issued, starts, ends
+
+
+def _issued(task: Task, host: int) -> Task:
+    """A copy of compute task ``task`` that also depends on its host task ``host``."""
+    return Task(
+        task.rank, task.stream, task.label, task.category, task.ops, task.duration_s,
+        (*task.deps, host), task.group, task.collective_key, task.stage, task.microbatch,
+    )  # fmt: skip
 
 
 def collective_issue_s(compute: ComputeModel) -> float:
