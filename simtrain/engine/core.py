@@ -17,12 +17,12 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import simpy
 
-from simtrain.engine.host import HOST_STREAM, HostPlan, issued_program
+from simtrain.engine.host import HOST_STREAM, HostPlan, HostTimes
 from simtrain.errors import EngineDeadlock
 from simtrain.parallel.program import Program
 
@@ -38,9 +38,13 @@ class EngineResult:
             dependency, rendezvous gates, and the start and end of every stream process.
         replay_wall_s: host seconds spent in the SimPy run itself.
         program: the program that was replayed, with its host tasks when a host issued it.
+        replayed, replayed_start_s, replayed_end_s: the program as given (no host tasks)
+            and the times of its tasks.
+        host: when each rank's host issued its compute tasks (None without a host).
 
-    Host tasks are recorded on first use of ``program``, ``start_s`` or ``end_s`` (a
-    caller that only wants the step time never pays for them).
+    Host tasks become records on first use of ``program``, ``start_s`` or ``end_s``: a
+    caller that wants the step time, or the breakdown (from ``replayed*`` and
+    ``host.intervals()``), never pays for them.
     """
 
     def __init__(
@@ -49,39 +53,45 @@ class EngineResult:
         end_s: np.ndarray,
         step_time_s: float,
         num_events: int,
-        replay_wall_s: float = 0.0,
-        program: Program | None = None,
-        record: Callable[[], tuple[Program, list[float], list[float]]] | None = None,
+        replay_wall_s: float,
+        program: Program,
+        host: HostTimes | None = None,
     ) -> None:
-        self._start_s, self._end_s, self._program = start_s, end_s, program
-        self._record = record
+        self.replayed_start_s, self.replayed_end_s, self.replayed = start_s, end_s, program
         self.step_time_s = step_time_s
         self.num_events = num_events
         self.replay_wall_s = replay_wall_s
+        self.host = host
+        self._issued: tuple[Program, np.ndarray, np.ndarray] | None = None
 
-    def _recorded(self) -> None:
-        if self._record is not None:
-            program, start, end = self._record()
-            self._program, self._start_s, self._end_s = program, np.array(start), np.array(end)
-            self._record = None
+    @property
+    def num_tasks(self) -> int:
+        """Tasks replayed, host tasks included."""
+        return len(self.replayed.tasks) + (self.host.num_tasks if self.host is not None else 0)
+
+    def _all(self) -> tuple[Program, np.ndarray, np.ndarray]:
+        if self.host is None:
+            return self.replayed, self.replayed_start_s, self.replayed_end_s
+        if self._issued is None:
+            self._issued = self.host.issued_program(
+                self.replayed, self.replayed_start_s, self.replayed_end_s
+            )
+        return self._issued
 
     @property
     def start_s(self) -> np.ndarray:
         """Start time of each task, indexed like ``program.tasks``."""
-        self._recorded()
-        return self._start_s
+        return self._all()[1]
 
     @property
     def end_s(self) -> np.ndarray:
         """End time of each task."""
-        self._recorded()
-        return self._end_s
+        return self._all()[2]
 
     @property
-    def program(self) -> Program | None:
+    def program(self) -> Program:
         """The replayed program, host tasks included."""
-        self._recorded()
-        return self._program
+        return self._all()[0]
 
 
 def execute(
@@ -150,6 +160,7 @@ def execute(
     not_before = [0.0] * num_tasks
     host_start = [math.nan] * num_tasks if host is not None else []
     tail_start = [math.nan] * num_tasks if host is not None else []
+    issue_s, tail_s, sync_of = (host.issue_s, host.tail_s, host.sync) if host else ([], [], [])
 
     def finished(index: int, at: float) -> None:
         for waiter in dependents.get(index, ()):
@@ -189,9 +200,11 @@ def execute(
                 event = wake[index] = env.event()
                 wakes += 1
                 yield event
-            if not_before[index] > env.now:
+            now = env.now
+            if not_before[index] > now:
                 holds += 1
-                yield timeout(not_before[index] - env.now)
+                yield timeout(not_before[index] - now)
+                now = env.now
             key = keys[index]
             if key:
                 arrivals[key] -= 1
@@ -200,14 +213,15 @@ def execute(
                     gate.succeed()
                 else:
                     yield gate
-            now = start[index] = env.now
+                    now = env.now
+            start[index] = now
             duration = durations_s[index]
             if contention is not None:
                 contention.communicate(index, now, duration)
             if duration > 0:
                 yield timeout(duration)
-            end[index] = env.now
-            finished(index, env.now)
+            now = end[index] = env.now
+            finished(index, now)
 
     def compute_process(rank: int, indices: list[int]):
         """A compute stream, issued by its rank's host and slowed by collectives in flight."""
@@ -220,21 +234,23 @@ def execute(
                 wakes += 1
                 yield event
             ready = not_before[index]
-            if host is not None:
-                tail = host.tail_s[index]
+            if issue_s:
+                tail = tail_s[index]
                 if tail > 0:
                     tail_start[index] = clock
                     clock += tail
-                for dep in host.sync[index]:
+                for dep in sync_of[index]:
                     if end[dep] > clock:
                         clock = end[dep]
                 host_start[index] = clock
-                clock += host.issue_s[index]
+                clock += issue_s[index]
                 if clock > ready:
                     ready = clock
-            if ready > env.now:
+            now = env.now
+            if ready > now:
                 holds += 1
-                yield timeout(ready - env.now)
+                yield timeout(ready - now)
+                now = env.now
             key = keys[index]
             if key:
                 arrivals[key] -= 1
@@ -243,7 +259,8 @@ def execute(
                     gate.succeed()
                 else:
                     yield gate
-            now = start[index] = env.now
+                    now = env.now
+            start[index] = now
             duration = durations_s[index]
             if contention is not None:
                 duration = contention.compute(rank, index, now, duration)
@@ -254,8 +271,8 @@ def execute(
                 while owed > 0:  # slowed further by collectives that started meanwhile
                     yield timeout(owed)
                     owed = contention.settle(rank)
-            end[index] = env.now
-            finished(index, env.now)
+            now = end[index] = env.now
+            finished(index, now)
 
     contention = (
         _Contention(program, durations_s, contended_s, keys) if contended_s is not None else None
@@ -287,18 +304,9 @@ def execute(
             f"{unfinished.size} of {num_tasks} tasks never ran; first waiting: {stuck}"
         )
     step = float(end_s.max()) if num_tasks else 0.0
-    if host is None:
-        return EngineResult(start_s, end_s, step, num_events, replay_wall_s, program)
     # Host tasks end before the compute task they issue starts, so they never end the step.
-    plan = host
-    return EngineResult(
-        start_s,
-        end_s,
-        step,
-        num_events,
-        replay_wall_s,
-        record=lambda: issued_program(program, plan, start, end, host_start, tail_start),
-    )
+    times = HostTimes(host, host_start, tail_start) if host is not None else None
+    return EngineResult(start_s, end_s, step, num_events, replay_wall_s, program, times)
 
 
 class _Contention:

@@ -32,6 +32,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from simtrain.compute.roofline import ComputeModel
 from simtrain.parallel.program import Program, Task
 
@@ -65,7 +67,9 @@ class HostPlan:
             every dependency); empty when the host runs ahead.
         waits: per compute task, the synchronisation tasks that are not already its
             dependencies (this rank's own sends): the compute task waits for them too.
-        order: compute task indices in the order their host tasks are recorded.
+        order: compute task indices in the order their host tasks are recorded, rank by
+            rank.
+        spans: (rank, number of its compute tasks) of each rank, in ``order``.
     """
 
     issue_s: list[float]
@@ -73,6 +77,7 @@ class HostPlan:
     sync: list[tuple[int, ...]]
     waits: dict[int, tuple[int, ...]]
     order: list[int]
+    spans: list[tuple[int, int]]
 
 
 def host_plan(
@@ -92,7 +97,7 @@ def host_plan(
     """
     tasks = program.tasks
     num_tasks = len(tasks)
-    plan = HostPlan([0.0] * num_tasks, [0.0] * num_tasks, [()] * num_tasks, {}, [])
+    plan = HostPlan([0.0] * num_tasks, [0.0] * num_tasks, [()] * num_tasks, {}, [], [])
     per_rank: dict[int, list[int]] = defaultdict(list)
     is_p2p = []
     # Collectives and transfers a compute task is the producer of: the host issues them
@@ -107,7 +112,9 @@ def host_plan(
                     launches[dep] += 1
     sync = sync_on_p2p and any(is_p2p)
     for rank in program.simulated_ranks:
+        before = len(plan.order)
         _plan_rank(plan, tasks, durations_s, compute, sync, is_p2p, launches, per_rank[rank])
+        plan.spans.append((rank, len(plan.order) - before))
     return plan
 
 
@@ -162,52 +169,81 @@ def _plan_rank(
         sends, previous = [], index
 
 
-def issued_program(
-    program: Program,
-    plan: HostPlan,
-    start_s: list[float],
-    end_s: list[float],
-    host_start_s: list[float],
-    tail_start_s: list[float],
-) -> tuple[Program, list[float], list[float]]:
-    """``program`` with its host tasks, and the start and end of every task.
+@dataclass(slots=True)
+class HostTimes:
+    """When each simulated rank's host issued its compute tasks, as the replay timed them.
 
-    Host tasks are appended (each rank's in program order, a ``host:tail`` task before the
-    host task it precedes) on the ``host`` stream of their rank, category ``host``; each
-    compute task is copied with a dependency on the host task that issues it (``program``
-    is left as it was, so it can be re-timed).
+    Kept as one start per compute task rather than as tasks: step-time and breakdown
+    callers never need host tasks as records (:meth:`intervals`), a timeline does
+    (:meth:`issued_program`).
     """
-    tasks = list(program.tasks)
-    starts, ends = list(start_s), list(end_s)
-    issue_s, tail_s, sync = plan.issue_s, plan.tail_s, plan.sync
-    add_task, add_start, add_end = tasks.append, starts.append, ends.append
-    for index in plan.order:
-        task = tasks[index]
-        tail = tail_s[index]
-        if tail > 0:
-            add_task(_host_task(task, tail, (), "host:tail"))
-            add_start(tail_start_s[index])
-            add_end(tail_start_s[index] + tail)
-        issue = issue_s[index]
-        add_task(_host_task(task, issue, sync[index], "host:" + task.label))
-        add_start(host_start_s[index])
-        add_end(host_start_s[index] + issue)
-        tasks[index] = _issued(task, len(tasks) - 1)
-    issued = Program(
-        tasks=tasks,
-        world_size=program.world_size,
-        simulated_ranks=program.simulated_ranks,
-        weights=program.weights,
-    )
-    return issued, starts, ends
 
+    plan: HostPlan
+    host_start_s: list[float]
+    tail_start_s: list[float]
 
-def _issued(task: Task, host: int) -> Task:
-    """A copy of compute task ``task`` that also depends on its host task ``host``."""
-    return Task(
-        task.rank, task.stream, task.label, task.category, task.ops, task.duration_s,
-        (*task.deps, host), task.group, task.collective_key, task.stage, task.microbatch,
-    )  # fmt: skip
+    @property
+    def num_tasks(self) -> int:
+        """Host tasks: one per compute task, plus one per carried ``host:tail``."""
+        tail_s = self.plan.tail_s
+        return len(self.plan.order) + sum(1 for index in self.plan.order if tail_s[index] > 0)
+
+    def intervals(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """Start and end of each rank's host tasks, in the order :meth:`issued_program` uses."""
+        plan = self.plan
+        tail_s, issue_s = plan.tail_s, plan.issue_s
+        host_start_s, tail_start_s = self.host_start_s, self.tail_start_s
+        result = {}
+        first = 0
+        for rank, count in plan.spans:
+            starts: list[float] = []
+            ends: list[float] = []
+            for index in plan.order[first : first + count]:
+                tail = tail_s[index]
+                if tail > 0:
+                    at = tail_start_s[index]
+                    starts.append(at)
+                    ends.append(at + tail)
+                at = host_start_s[index]
+                starts.append(at)
+                ends.append(at + issue_s[index])
+            result[rank] = (np.array(starts), np.array(ends))
+            first += count
+        return result
+
+    def issued_program(
+        self, program: Program, start_s: np.ndarray, end_s: np.ndarray
+    ) -> tuple[Program, np.ndarray, np.ndarray]:
+        """``program`` with its host tasks appended, and the start and end of every task.
+
+        Host tasks go on the ``host`` stream of their rank, category ``host``, each rank's in
+        program order: a ``host:tail`` task (issue time carried into a synchronisation
+        point) before the task issuing compute task ``X``, labelled ``host:X``. ``program``
+        is left as it was, so it can be re-timed.
+        """
+        plan = self.plan
+        tasks = program.tasks
+        added: list[Task] = []
+        add_task = added.append
+        tail_s, issue_s, sync = plan.tail_s, plan.issue_s, plan.sync
+        for index in plan.order:
+            task = tasks[index]
+            if tail_s[index] > 0:
+                add_task(_host_task(task, tail_s[index], (), "host:tail"))
+            add_task(_host_task(task, issue_s[index], sync[index], "host:" + task.label))
+        issued = Program(
+            tasks=tasks + added,
+            world_size=program.world_size,
+            simulated_ranks=program.simulated_ranks,
+            weights=program.weights,
+        )
+        intervals = self.intervals()  # rank by rank, in plan order: the order of ``added``
+        ranks = [rank for rank, _ in plan.spans]
+        return (
+            issued,
+            np.concatenate([start_s, *(intervals[rank][0] for rank in ranks)]),
+            np.concatenate([end_s, *(intervals[rank][1] for rank in ranks)]),
+        )
 
 
 def collective_issue_s(compute: ComputeModel) -> float:

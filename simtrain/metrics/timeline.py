@@ -11,7 +11,7 @@ of the step). The four add up to the step time exactly, which the tests check.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -100,7 +100,11 @@ def covered_up_to(t: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.nda
 
 
 def rank_times(
-    program: Program, start_s: np.ndarray, end_s: np.ndarray, step_time_s: float
+    program: Program,
+    start_s: np.ndarray,
+    end_s: np.ndarray,
+    step_time_s: float,
+    host: Mapping[int, tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> list[RankTime]:
     """Account the step time of every simulated rank.
 
@@ -108,6 +112,10 @@ def rank_times(
     sum; exposed communication is the part of the union of its communication intervals that
     no compute covers; exposed host time is the part of its host-issue intervals that
     neither compute nor communication covers.
+
+    Host-issue intervals are the program's ``host`` stream tasks, or, for a program without
+    them, ``host``: (starts, ends) of each rank's host tasks (the engine's
+    ``EngineResult.host.intervals()``, which spares recording them as tasks).
     """
     tasks = program.tasks
     simulated = set(program.simulated_ranks)
@@ -153,12 +161,19 @@ def rank_times(
             category: _uncovered(start_s[rows], end_s[rows], start_s[mine], end_s[mine])
             for category, rows in sorted(by_category.items())
         }
-        host = host_idx[host_rank == rank]
+        rows = host_idx[host_rank == rank]
+        host_starts, host_ends = start_s[rows], end_s[rows]
+        if host is not None and rank in host:
+            host_starts, host_ends = host[rank]
+            total = categories[rank]["host"]
+            for seconds in (host_ends - host_starts).tolist():
+                total += seconds
+            categories[rank]["host"] = total
         exposed_host = 0.0
-        if host.size:
+        if host_starts.size:
             # Idle time the host explains: uncovered by compute and communication together.
             covers = np.concatenate((mine, comm))
-            exposed_host = _uncovered(start_s[host], end_s[host], start_s[covers], end_s[covers])
+            exposed_host = _uncovered(host_starts, host_ends, start_s[covers], end_s[covers])
         idle_s = step_time_s - busy_s
         result.append(
             RankTime(
