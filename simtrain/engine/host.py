@@ -111,9 +111,11 @@ def host_plan(
                 if tasks[dep].stream == "compute":
                     launches[dep] += 1
     sync = sync_on_p2p and any(is_p2p)
+    issue_s: dict[int, float] = {}  # host time per distinct ops tuple (shared by builders)
     for rank in program.simulated_ranks:
         before = len(plan.order)
-        _plan_rank(plan, tasks, durations_s, compute, sync, is_p2p, launches, per_rank[rank])
+        _plan_rank(plan, tasks, durations_s, compute, sync, is_p2p, launches, issue_s,
+                   per_rank[rank])  # fmt: skip
         plan.spans.append((rank, len(plan.order) - before))
     return plan
 
@@ -126,18 +128,20 @@ def _plan_rank(
     sync_on_p2p: bool,
     is_p2p: list[bool],
     launches: dict[int, int],
+    issue_s: dict[int, float],
     indices: list[int],
 ) -> None:
     per_collective_s = collective_issue_s(compute)
     carry_s = 0.0  # issue time of the previous task not yet paid on the host stream
     sends: list[int] = []  # this rank's transfers since the previous compute task
     previous: int | None = None
-    issue_s: dict[int, float] = {}  # host time per distinct ops tuple (shared by builders)
     host_time_s = compute.host_time_s
+    tail_s, sync_of, waits_of, issued = plan.tail_s, plan.sync, plan.waits, plan.issue_s
+    order = plan.order
     for index in indices:
         task = tasks[index]
         if task.stream != "compute":
-            if is_p2p[index] and task.group[:1] == (task.rank,):
+            if sync_on_p2p and is_p2p[index] and task.group[:1] == (task.rank,):
                 sends.append(index)  # this rank's own send (replays also list recv copies)
             continue
         ops = task.ops
@@ -152,21 +156,23 @@ def _plan_rank(
         elif sync_on_p2p:
             sync = [d for d in task.deps if is_p2p[d]] + sends
         else:
-            sync = []
+            sync = None
         if sync:
             if carry_s > 0:
-                plan.tail_s[index] = carry_s
+                tail_s[index] = carry_s
             carry_s = 0.0
-            plan.sync[index] = tuple(sync) + ((previous,) if previous is not None else ())
-            if sends:
+            sync_of[index] = tuple(sync) + ((previous,) if previous is not None else ())
+            if sends:  # the compute task waits for the host's sync points, deps or not
                 own = set(task.deps)
-                waits = tuple(s for s in sends if s not in own)
+                waits = tuple(d for d in sync if d not in own)
                 if waits:
-                    plan.waits[index] = waits
-        plan.issue_s[index] = carry_s + r
-        plan.order.append(index)
+                    waits_of[index] = waits
+        if sends:
+            sends = []
+        issued[index] = carry_s + r
+        order.append(index)
         carry_s = h - r
-        sends, previous = [], index
+        previous = index
 
 
 @dataclass(slots=True)
