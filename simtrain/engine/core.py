@@ -3,13 +3,17 @@
 One SimPy process runs per (rank, stream). It takes its tasks in program order and, for each,
 waits for the task's dependencies (counted down as tasks finish, so a stream only sleeps when
 it must), then (for a collective split into one task per member, as in replayed traces) for
-every member to arrive, then holds for the task's duration. A ``host`` stream (the CPU
-thread issuing a rank's kernels, :mod:`simtrain.engine.host`) runs ahead on a clock of its
-own: a host task whose dependencies have ended is timed by arithmetic, without an event,
-and the task it issues may not start before it ends; the stream only waits in simulated
-time for a synchronisation point (a dependency still running). All run state lives in one
-``simpy.Environment`` and the local variables of :func:`execute`, so any number of
-simulations can run in one process (sweeps, notebooks).
+every member to arrive, then holds for the task's duration.
+
+The host thread that issues a rank's kernels (:mod:`simtrain.engine.host`) costs no event:
+its durations follow from the program, and it only ever waits for tasks its compute stream
+waits for too, so the rank's compute stream keeps the host's clock by arithmetic and starts
+each task no earlier than the host has issued it. Host tasks become records only when a
+timeline reads them (:class:`EngineResult`). A ``host`` stream given by the program itself
+(kernel launches of a replayed Kineto trace) runs ahead on a clock of its own, taking an
+event only at a synchronisation point. All run state lives in one ``simpy.Environment`` and
+the local variables of :func:`execute`, so any number of simulations can run in one process
+(sweeps, notebooks).
 """
 
 from __future__ import annotations
