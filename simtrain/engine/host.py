@@ -197,24 +197,26 @@ class HostTimes:
     def intervals(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
         """Start and end of each rank's host tasks, in the order :meth:`issued_program` uses."""
         plan = self.plan
-        tail_s, issue_s = plan.tail_s, plan.issue_s
-        host_start_s, tail_start_s = self.host_start_s, self.tail_start_s
+        order = np.asarray(plan.order, dtype=np.int64)
+        issue = np.asarray(plan.issue_s)[order]
+        tail = np.asarray(plan.tail_s)[order]
+        at = np.asarray(self.host_start_s)[order]
+        has_tail = tail > 0
+        # Each compute task's host task, preceded by its host:tail task when it has one.
+        host_pos = np.cumsum(1 + has_tail) - 1
+        tail_pos = host_pos[has_tail] - 1
+        tail_at = np.asarray(self.tail_start_s)[order[has_tail]]
+        starts = np.empty(host_pos[-1] + 1 if order.size else 0)
+        ends = np.empty_like(starts)
+        starts[host_pos], ends[host_pos] = at, at + issue
+        starts[tail_pos], ends[tail_pos] = tail_at, tail_at + tail[has_tail]
+        bounds = np.cumsum([count for _, count in plan.spans])  # compute tasks per rank
+        cuts = [int(host_pos[b - 1]) + 1 if b else 0 for b in bounds]
         result = {}
         first = 0
-        for rank, count in plan.spans:
-            starts: list[float] = []
-            ends: list[float] = []
-            for index in plan.order[first : first + count]:
-                tail = tail_s[index]
-                if tail > 0:
-                    at = tail_start_s[index]
-                    starts.append(at)
-                    ends.append(at + tail)
-                at = host_start_s[index]
-                starts.append(at)
-                ends.append(at + issue_s[index])
-            result[rank] = (np.array(starts), np.array(ends))
-            first += count
+        for (rank, _), cut in zip(plan.spans, cuts, strict=True):
+            result[rank] = (starts[first:cut], ends[first:cut])
+            first = cut
         return result
 
     def issued_program(
