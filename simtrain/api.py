@@ -175,8 +175,10 @@ def simulate(
         replay=engine,
         num_events=engine.num_events,
         replay_wall_s=engine.replay_wall_s,
-        comm_choices=collective_choices(program, network)
-        + [("", "")] * (host.num_tasks if host is not None else 0),  # host tasks: no comm
+        choices=lambda: (
+            collective_choices(program, network)
+            + [("", "")] * (host.num_tasks if host is not None else 0)
+        ),  # host tasks: no comm
         step_times_s=tuple(run.step_time_s for run in runs),
         wall_time_s=time.perf_counter() - began,
         version=simtrain_version(),

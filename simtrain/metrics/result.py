@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Protocol
 
 import numpy as np
@@ -95,7 +97,8 @@ class SimulationResult:
         wall_time_s: host seconds the simulation took (build + replay).
         version: simtrain version that produced the result.
         comm_choices: (algorithm, protocol) of each task's communication, as the network
-            model chose them (empty strings for compute tasks).
+            model chose them (empty strings for compute tasks); worked out on first use by
+            ``choices`` (only timelines read them).
         step_times_s: step time of every replayed step (``simulate(repeat=N)``); the first
             is ``step_time_s``.
     """
@@ -117,8 +120,14 @@ class SimulationResult:
     version: str = ""
     calibration: dict[str, str] = field(default_factory=dict)
     """Name, provenance (fitted / inherited / assumed) and source of the compute constants."""
-    comm_choices: list[tuple[str, str]] = field(default_factory=list, repr=False)
+    choices: Callable[[], list[tuple[str, str]]] | None = field(default=None, repr=False)
+    """Works out ``comm_choices``."""
     step_times_s: tuple[float, ...] = ()
+
+    @cached_property
+    def comm_choices(self) -> list[tuple[str, str]]:
+        """(algorithm, protocol) of each task's communication (empty for compute tasks)."""
+        return self.choices() if self.choices is not None else []
 
     @property
     def program(self) -> Program:
