@@ -12,13 +12,16 @@ over cluster sizes and parallel layouts, then ranks whole-run plans:
 2. *Layouts.* Every layout of :class:`~simtrain.sweep.space.LayoutSpace` (tp, pp with each
    schedule and its virtual stages, cp, ep, ZeRO 0-3, micro-batch size, recomputation) at
    the global batch nearest the target tokens per step (Llama 3 trained at 16M tokens).
-3. *Two stages* (:mod:`simtrain.sweep.search`). Every layout is timed by the analytical
-   estimator (which agrees with the simulator); per size, the best by the estimate are
-   checked for memory in order until ``simulate_top`` fit, and the best of them is the
-   size's plan. The sizes picked (cheapest, fastest) are then simulated: their candidates
+3. *Two stages* (:mod:`simtrain.sweep.search`). Per size, the ``simulate_top`` best
+   layouts by the analytical estimate (which agrees with the simulator) that fit in memory
+   are found by branch and bound (:func:`_best_of_size`): layouts are estimated from the
+   highest upper bound on their throughput down (the estimator's lower bound on step
+   time), each that would enter the best so far is checked for memory, and the rest are
+   skipped once their bound cannot beat the ``simulate_top``-th; the best is the size's
+   plan. The sizes picked (cheapest, fastest) are then simulated: their candidates
    run on the engine and the best simulated one replaces the estimate, until the picks
-   rest on simulations. ``exhaustive`` checks every layout's memory and simulates every one
-   that fits, at every size.
+   rest on simulations. ``exhaustive`` estimates every layout, checks its memory and
+   simulates every one that fits, at every size.
 4. *Whole run.* The plan's step time gives steps = T / tokens per step. Goodput comes from
    the reliability layer (a Monte Carlo of failures, checkpoints and restarts,
    :func:`simtrain.reliability.reliability_summary`) under a failure preset (Llama 3's rates
@@ -127,13 +130,14 @@ class PlanResult:
         cheapest: the cheapest option meeting the deadline and budget (None if none does).
         fastest: the fastest option within the budget (None if none is).
         counts: layouts ``enumerated``, ``invalid`` (by the spec's rules), ``estimated``,
+            ``bounded`` (skipped: their bound could not beat the best kept),
             ``memory_checked``, ``oom``, ``simulated`` (``from_store`` of them found in the
             store), ``error`` (could not be timed).
         usd_per_gpu_hour: the price used.
         advice: what would meet the deadline (or fit) when nothing tried does; "" otherwise.
         wall_time_s: seconds the plan took.
-        stage_wall_s: seconds of each stage: ``estimate``, ``memory``, ``simulate``,
-            ``whole_run``.
+        stage_wall_s: seconds of each stage: ``estimate`` (memory checks included),
+            ``whole_run``, ``simulate``.
         inputs: the arguments and derived bounds.
     """
 
