@@ -5,8 +5,8 @@ Usage:
 
 Data (``data/kernel_gemm.csv``, ``data/kernel_attention.csv``; citations in
 ``docs/references/kernels.md``): GEMM throughput by shape from the Azure AI-benchmarking-guide
-(A100 FP16, H100 FP8, MI300X FP8, nine shapes each) and FlashAttention-2/3 kernel throughput
-(A100, H100) by sequence length, head dimension and mask. The measured maximum achievable
+(A100 FP16, H100 FP8, MI300X FP8, nine shapes each) and FlashAttention v1/2/3 kernel
+throughput (A100, H100) by sequence length, head dimension and mask. The measured maximum achievable
 matmul (MAMF) of each part bounds the fitted GEMM ceiling from above.
 
 Hold-out, declared here before any fit: every third row of each table (positions 2, 5, 8, ...
@@ -322,6 +322,11 @@ def fit_all_attention() -> dict:
             "head dim 64": f"{d64_share:.3f} of head dim 128, from H100 FlashAttention-2",
         }
         out[("H100-SXM", family)] = (cal, report)
+    for accelerator in ("A100-80GB", "H100-SXM"):
+        # FlashAttention v1: forward+backward only, so the split is FlashAttention-2's
+        cal, report = fit_attention(accelerator, "flash1", {"ratio": ratio})
+        report["assumed"] = {"backward/forward ratio": f"{ratio:.3f} from H100 FlashAttention-2"}
+        out[(accelerator, "flash1")] = (cal, report)
     return out
 
 

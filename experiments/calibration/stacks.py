@@ -8,10 +8,12 @@ a number: a row is held out when the CRC-32 of its key (hardware, model, sequenc
 micro-batch, precision, sharding) is divisible by 3 (about a third of the rows).
 
     PYTHONPATH=. python experiments/calibration/stacks.py --report [--suite llm-foundry]
+    PYTHONPATH=. python experiments/calibration/stacks.py --trend --suite llm-foundry
     PYTHONPATH=. python experiments/calibration/stacks.py --write-suites
 
 ``--report`` simulates every row and prints fit and held-out error tables (MAPE, max, mean
-signed) on throughput; ``--write-suites`` writes the held-out rows as validation cases into
+signed) on throughput; ``--trend`` prints the scaling trend of every FULL_SHARD series
+(:func:`trend_table`); ``--write-suites`` writes the held-out rows as validation cases into
 ``experiments/validation/<suite>/`` (``simtrain validate`` then checks them). The measured
 MFU of a row and its measured tokens/s differ by the source's FLOP convention only (a
 constant per row), so their relative errors are the same; the cases compare tokens/s.
@@ -464,6 +466,42 @@ def write_suite(suite: str, rows: list[Row]) -> int:
     return count
 
 
+def trend_table(rows: list[Row], predicted: dict[str, float]) -> list[dict[str, Any]]:
+    """Scaling trend of every FULL_SHARD series: one model, sequence and precision on one
+    part across GPU counts (as the source ran them: LLM Foundry grows the batch with the GPUs
+    and sometimes changes the micro-batch). Compares the measured and simulated change of
+    throughput per GPU (= MFU change) from the smallest to the largest GPU count; a series
+    meets the target when the signs agree and the simulated change is at least half the
+    measured one (issue 13).
+    """
+    series: dict[tuple[str, ...], list[Row]] = {}
+    for row in rows:
+        parts = row.key.split("|")
+        if parts[-1] != "FULL_SHARD":
+            continue
+        key = tuple(p for p in parts if not p.endswith("gpu") and not p.startswith("mbs"))
+        series.setdefault(key, []).append(row)
+    table = []
+    for key, members in sorted(series.items()):
+        by_gpus = sorted(members, key=lambda r: r.spec_dict["cluster"]["num_gpus"])
+        first, last = by_gpus[0], by_gpus[-1]
+        if first.spec_dict["cluster"]["num_gpus"] == last.spec_dict["cluster"]["num_gpus"]:
+            continue
+        measured = last.tokens_per_s_per_gpu / first.tokens_per_s_per_gpu - 1
+        simulated = predicted[last.key] / predicted[first.key] - 1
+        meets = measured * simulated > 0 and abs(simulated) >= 0.5 * abs(measured)
+        table.append(
+            {
+                "series": "|".join(key),
+                "gpus": [r.spec_dict["cluster"]["num_gpus"] for r in (first, last)],
+                "measured": measured,
+                "simulated": simulated,
+                "meets": meets,
+            }
+        )
+    return table
+
+
 def memory_fit_rows(rows: list[MemoryRow]) -> list[MemoryRow]:
     """Declared scope of the allocator fit: the 1-D FSDP runs, fit part of the split.
 
@@ -523,6 +561,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write-suites", action="store_true", help="write held-out cases")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--rows", action="store_true", help="with --report: every row")
+    parser.add_argument("--trend", action="store_true", help="FULL_SHARD scaling trends")
     parser.add_argument("--memory", action="store_true", help="torchtitan peak memory check")
     parser.add_argument("--fit-memory", action="store_true", help="with --memory: fit first")
     args = parser.parse_args(argv)
@@ -534,11 +573,25 @@ def main(argv: list[str] | None = None) -> int:
         rows = load_rows(suite)
         if args.write_suites:
             print(f"{suite}: wrote {write_suite(suite, rows)} held-out cases", file=sys.stderr)
+        if not (args.report or args.trend):
+            continue
+        predicted = {row.key: predict(row) for row in rows}
+        if args.trend:
+            trends = trend_table(rows, predicted)
+            for tr in trends:
+                print(
+                    f"{suite:12s} {tr['series']:40s} {tr['gpus'][0]:4d} -> {tr['gpus'][1]:4d}  "
+                    f"measured {tr['measured']:+6.1%}  simulated {tr['simulated']:+6.1%}  "
+                    f"{'meets' if tr['meets'] else 'misses'}"
+                )
+            if trends:
+                met = sum(tr["meets"] for tr in trends)
+                print(f"{suite:12s} trend met on {met} of {len(trends)} FULL_SHARD series")
         if not args.report:
             continue
         errors: dict[str, list[float]] = {"fit": [], "held_out": []}
         for row in rows:
-            error = predict(row) / row.tokens_per_s_per_gpu - 1
+            error = predicted[row.key] / row.tokens_per_s_per_gpu - 1
             part = "held_out" if row.held_out else "fit"
             errors[part].append(error)
             if args.rows:

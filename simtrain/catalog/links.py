@@ -43,7 +43,7 @@ SLINGSHOT_STEP_LATENCY_S = 10.37e-6
 # Per-step latency of a ring over TPU DCN (host-mediated transfers between slices), fitted
 # by experiments/calibration/tpu_dcn.py on MaxText's v5e multi-slice MFU decline (16B and
 # 64B series; 32B and 128B held out), docs/references/tpu.md §5. v4 and v5p inherit it.
-TPU_DCN_STEP_LATENCY_S = 0.537e-3
+TPU_DCN_STEP_LATENCY_S = 0.626e-3
 # NDR efficiency: 47 GB/s measured (46-48, docs/references/collectives.md §6.2) of a 50 GB/s
 # line rate.
 NDR_EFFICIENCY = 47 / 50

@@ -38,6 +38,16 @@ GEMM(s) (two for gated units) inside the tensor-parallel region, and the output 
 and second MLP GEMM (h each, outside it); norms, activation functions and the attention core
 are recomputed from them. MoE and MLA layers are estimated as under selective recomputation
 (an upper bound: it keeps the same matmul outputs and more).
+
+``selective`` recomputation drops, per submodule named in ``parallel.recompute_modules``
+(Megatron-Core's ``--recompute-modules``; :data:`DROPPED_BY`), the parts that submodule's
+forward recreates in the backward from what stays kept: ``core_attn`` the attention scores
+(Korthikanti's selective recomputation, the default); ``layernorm`` the two norm outputs
+(their inputs stay); ``mla_up_proj`` the normalised latents and the queries, keys and values
+(the latents stay); ``mlp`` a dense MLP's activation input and output; ``moe_act`` the routed
+experts' activation output (fc2's input; fc1's output stays); ``shared_experts`` the shared
+experts' activation input and output; ``moe`` every expert part, dispatched tokens included.
+Removing a module from the list adds back exactly its parts.
 """
 
 from __future__ import annotations
@@ -50,6 +60,24 @@ ACT_BYTES = 2  # activations are kept in 16 bits
 MASK_BYTES = 1  # dropout masks are bytes
 
 
+DROPPED_BY: dict[str, tuple[str, ...]] = {
+    "core_attn": ("attention_scores",),
+    "layernorm": ("norm_outputs",),
+    "mla_up_proj": ("mla_latent_norm_outputs", "attention_qkv"),
+    "mlp": ("mlp_act_inputs", "mlp_act_outputs"),
+    "moe_act": ("expert_act_outputs",),
+    "shared_experts": ("shared_act_inputs", "shared_act_outputs"),
+    "moe": (
+        "expert_inputs",
+        "expert_act_inputs",
+        "expert_act_outputs",
+        "shared_act_inputs",
+        "shared_act_outputs",
+    ),
+}
+"""The parts of :func:`layer_activation_parts` each selective recompute module drops."""
+
+
 def layer_activation_bytes(
     model: ModelSpec,
     micro_batch_size: int,
@@ -60,13 +88,12 @@ def layer_activation_bytes(
     moe_layer: bool = False,
     flash_attention: bool = False,
     fp8: bool = False,
+    modules: frozenset[str] | None = None,
+    fp8_act_input: bool = False,
 ) -> float:
     """Bytes one layer stores for one microbatch between its forward and its backward.
 
-    Korthikanti's 5·a·s²·b term (softmax output, its dropout mask and the attention-dropout
-    output) exists only for unfused attention: a flash kernel keeps no score matrix, like
-    selective recomputation. Under FP8 training the inputs of linear layers are kept as
-    their 8-bit (column-wise) copies, 1 byte instead of 2.
+    The sum of :func:`layer_activation_parts` (same arguments).
 
     Examples:
         GPT-3 175B shape (s=2048, h=12288, a=96), b=1, t=8 with SP and selective recompute:
@@ -78,73 +105,145 @@ def layer_activation_bytes(
         ...     34 * 2048 * 12288 / 8)
         True
     """
+    parts = layer_activation_parts(
+        model, micro_batch_size, tp, sp, recompute, cp, moe_layer, flash_attention, fp8,
+        modules, fp8_act_input,
+    )  # fmt: skip
+    return sum(parts.values())
+
+
+def layer_activation_parts(
+    model: ModelSpec,
+    micro_batch_size: int,
+    tp: int = 1,
+    sp: bool = False,
+    recompute: str = "none",
+    cp: int = 1,
+    moe_layer: bool = False,
+    flash_attention: bool = False,
+    fp8: bool = False,
+    modules: frozenset[str] | None = None,
+    fp8_act_input: bool = False,
+) -> dict[str, float]:
+    """Bytes one layer stores for one microbatch on one rank, by named part.
+
+    Korthikanti's 5·a·s²·b term (``attention_scores``: softmax output, its dropout mask and
+    the attention-dropout output) exists only for unfused attention: a flash kernel keeps no
+    score matrix. Under FP8 training the inputs of linear layers are kept as their 8-bit
+    (column-wise) copies, 1 byte instead of 2 (for the experts' inputs, the FP8 tokens the
+    dispatch delivered); with ``fp8_act_input`` the SwiGLU inputs too.
+
+    ``selective`` recomputation drops the parts of each module in ``modules``
+    (:data:`DROPPED_BY`; None means ``{"core_attn"}``, Korthikanti's selective
+    recomputation): the module's forward re-runs in the backward from what is still kept.
+
+    Args:
+        model: the model.
+        micro_batch_size: sequences per microbatch (b).
+        tp: tensor-parallel degree (t).
+        sp: sequence parallelism (the parts outside the tensor-parallel region split by t).
+        recompute: ``none``, ``selective``, ``minimal`` or ``full``.
+        cp: context-parallel degree (the sequence split by cp).
+        moe_layer: the layer's MLP is a mixture of experts.
+        flash_attention: a fused attention kernel (no score matrix).
+        fp8: FP8 training (8-bit copies of linear-layer inputs).
+        modules: selective recompute modules (only with ``recompute="selective"``).
+        fp8_act_input: SwiGLU inputs kept in FP8.
+    """
     s, b, h = model.seq_length / cp, micro_batch_size, model.hidden_size
     sbh = s * b * h
-    outside_tp = sp and tp > 1
+    rep = tp if sp and tp > 1 else 1  # what divides the parts outside the TP region
     if recompute == "full":  # only each layer's input is kept
-        return ACT_BYTES * sbh / (tp if outside_tp else 1)
+        return {"layer_input": ACT_BYTES * sbh / rep}
     if recompute == "minimal" and not moe_layer and model.mla is None:
         # the layer input and the two row-parallel GEMM outputs; QKV and first-MLP outputs
         kv = model.kv_heads
         qkv = (model.num_heads + kv) * model.head_size + kv * model.v_head_size
         gated = model.activation not in ("relu", "gelu", "squared_relu")
         inside = qkv + (2 if gated else 1) * model.ffn_size
-        return ACT_BYTES * (3 * sbh / (tp if outside_tp else 1) + s * b * inside / tp)
+        return {"matmul_outputs": ACT_BYTES * (3 * sbh / rep + s * b * inside / tp)}
     gemm_in = 1 if fp8 else ACT_BYTES  # bytes of a stored linear-layer input
-    masks = (2 if model.dropout else 0) * MASK_BYTES * sbh
     # norm inputs (the block input is shared by both norms of a parallel block) and the
     # normalised inputs of the two branches (one tensor when a parallel block shares a norm)
-    if model.block == "parallel":
-        replicated = ACT_BYTES * sbh + gemm_in * sbh * model.num_block_norms + masks
-    else:
-        replicated = 2 * ACT_BYTES * sbh + 2 * gemm_in * sbh + masks
-    attention, unsharded = _attention_tensors(model, s * b, gemm_in)
-    mlp = _mlp_tensors(model, s * b, gemm_in, moe_layer)
-    sharded = attention + mlp
-    if recompute != "selective" and not flash_attention:
+    parallel = model.block == "parallel"
+    parts = {
+        "norm_inputs": (1 if parallel else 2) * ACT_BYTES * sbh / rep,
+        "norm_outputs": (model.num_block_norms if parallel else 2) * gemm_in * sbh / rep,
+    }
+    if model.dropout:
+        parts["dropout_masks"] = 2 * MASK_BYTES * sbh / rep
+    parts |= _attention_parts(model, s * b, gemm_in, tp)
+    act_in = 1 if fp8_act_input else ACT_BYTES
+    parts |= _mlp_parts(model, s * b, gemm_in, act_in, moe_layer, tp)
+    if not flash_attention:
         # softmax output (2 bytes), and with dropout its mask (1) and output (2)
         per_score = 5 if model.dropout else 2
-        sharded += per_score * model.num_heads * s * model.seq_length * b
-    return replicated / (tp if outside_tp else 1) + unsharded + sharded / tp
+        parts["attention_scores"] = per_score * model.num_heads * s * model.seq_length * b / tp
+    if recompute == "selective":
+        dropped = modules if modules is not None else frozenset({"core_attn"})
+    elif recompute == "minimal":  # MoE and MLA layers: estimated as under selective
+        dropped = frozenset({"core_attn"})
+    else:
+        dropped = frozenset()
+    for module in dropped:
+        if module == "mla_up_proj" and model.mla is None:
+            continue
+        for part in DROPPED_BY[module]:
+            parts.pop(part, None)
+    return parts
 
 
-def _attention_tensors(model: ModelSpec, tokens: float, gemm_in: int) -> tuple[float, float]:
-    """(TP-sharded, whole-on-every-rank) bytes the attention branch keeps for ``tokens``.
+def _attention_parts(model: ModelSpec, tokens: float, gemm_in: int, tp: int) -> dict[str, float]:
+    """Bytes the attention branch keeps for ``tokens`` on one rank, by part.
 
-    Q and K (read by the score backward), V, and the output projection's input; under MLA
-    also the latents the up-projections read and the norms' inputs (whole on every TP rank,
-    as the down-projection is) and the shared rotary key.
+    Q and K (read by the score backward) and V, split over TP by heads, and the output
+    projection's input; under MLA also the latents (the latent norms' inputs) with the shared
+    rotary key, and the normalised latents the up-projections read, whole on every TP rank
+    (as the down-projection is).
     """
     heads, d_qk, d_v = model.num_heads, model.head_size, model.v_head_size
+    output = {"attention_output": tokens * gemm_in * heads * d_v / tp}
     mla = model.mla
     if mla is None:
         kv = model.kv_heads
-        sharded = ACT_BYTES * ((heads + kv) * d_qk + kv * d_v) + gemm_in * heads * d_v
-        return tokens * sharded, 0.0
+        qkv = ACT_BYTES * ((heads + kv) * d_qk + kv * d_v)
+        return {"attention_qkv": tokens * qkv / tp} | output
     lora = mla.q_lora_rank + mla.kv_lora_rank
-    unsharded = (ACT_BYTES + gemm_in) * lora + ACT_BYTES * mla.qk_rope_head_dim
-    sharded = ACT_BYTES * heads * (2 * d_qk + d_v) + gemm_in * heads * d_v
-    return tokens * sharded, tokens * unsharded
+    return {
+        "mla_latents": tokens * ACT_BYTES * (lora + mla.qk_rope_head_dim),
+        "mla_latent_norm_outputs": tokens * gemm_in * lora,
+        "attention_qkv": tokens * ACT_BYTES * heads * (2 * d_qk + d_v) / tp,
+    } | output
 
 
-def _mlp_tensors(model: ModelSpec, tokens: float, gemm_in: int, moe_layer: bool) -> float:
-    """Bytes the MLP (or experts) keeps for ``tokens``, before the TP split.
+def _mlp_parts(
+    model: ModelSpec, tokens: float, gemm_in: int, act_in: int, moe_layer: bool, tp: int
+) -> dict[str, float]:
+    """Bytes the MLP (or experts) keeps for ``tokens`` on one rank, by part.
 
-    Per hidden unit f: GELU and squared ReLU keep their input (16-bit) and fc2's input;
-    ReLU only fc2's input (its output, whose sign is the gradient mask); gated units keep
-    the gate and up outputs (16-bit) and their product (fc2's input). Experts add the
-    dispatched copies of their tokens (fc1's input).
+    Per hidden unit f, the activation function's input: GELU and squared ReLU their input
+    (16-bit), gated units the gate and up outputs (``act_in`` bytes each), ReLU nothing (its
+    output's sign is the gradient mask); and its output, fc2's input. Experts add the
+    dispatched copies of their tokens (fc1's input); shared experts read the normalised
+    input the norm already keeps.
     """
-    per_unit = gemm_in + {"relu": 0, "gelu": 1, "squared_relu": 1}.get(model.activation, 2) * (
-        ACT_BYTES
-    )
+    act_units = {"relu": 0, "gelu": 1, "squared_relu": 1}.get(model.activation, 2)
+    unit_in = act_units * (act_in if model.is_gated else ACT_BYTES)
     if not moe_layer:
-        return tokens * per_unit * model.ffn_size
+        width = tokens * model.ffn_size / tp
+        return {"mlp_act_inputs": width * unit_in, "mlp_act_outputs": width * gemm_in}
     routed = model.moe_top_k * expert_load_factor(model)
-    experts = routed + model.num_shared_experts
-    return tokens * (
-        per_unit * model.expert_ffn_size * experts + gemm_in * model.hidden_size * routed
-    )
+    width = tokens * model.expert_ffn_size / tp
+    parts = {
+        "expert_inputs": tokens * gemm_in * model.hidden_size * routed / tp,
+        "expert_act_inputs": width * unit_in * routed,
+        "expert_act_outputs": width * gemm_in * routed,
+    }
+    if model.num_shared_experts:
+        shared = model.num_shared_experts
+        parts["shared_act_inputs"] = width * unit_in * shared
+        parts["shared_act_outputs"] = width * gemm_in * shared
+    return parts
 
 
 def peak_inflight(actions: list[Action], stages: set[int] | None = None) -> int:

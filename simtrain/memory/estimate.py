@@ -139,8 +139,11 @@ def _activations(
         return "none" if p.recompute == "full" and layer not in full else p.recompute
 
     fp8 = spec.training.dtype in FP8_DTYPES
+    modules, fp8_act = p.selective_modules, spec.training.activation_fp8_input_store
     per_layer = [
-        layer_activation_bytes(m, b, t, p.sp, mode(i), p.cp, m.is_moe_layer(i), flash, fp8)
+        layer_activation_bytes(
+            m, b, t, p.sp, mode(i), p.cp, m.is_moe_layer(i), flash, fp8, modules, fp8_act
+        )
         for i in layers
     ]
     count = peak_inflight(actions)
@@ -160,7 +163,9 @@ def _activations(
         items["activations.output_layer"] = 4 * sbh / sp_div + logits
     if p.recompute == "full" and layers:
         items["activations.recompute_working"] = max(
-            layer_activation_bytes(m, b, t, p.sp, "none", p.cp, m.is_moe_layer(i), flash, fp8)
+            layer_activation_bytes(
+                m, b, t, p.sp, "none", p.cp, m.is_moe_layer(i), flash, fp8, None, fp8_act
+            )
             for i in layers
         )
     return items, chunk, count / p.vpp

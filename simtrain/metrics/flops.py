@@ -66,7 +66,7 @@ def step_flops(spec: ExperimentSpec) -> StepFlops:
     sequences = spec.parallel.global_batch_size
     model = sequences * model_flops_per_sequence(spec.model)
     p = spec.parallel
-    extra = sequences * recompute_flops_per_sequence(spec.model, p.recompute)
+    extra = sequences * recompute_flops_per_sequence(spec.model, p.recompute, p.selective_modules)
     if p.recompute == "full" and p.recompute_layer_fraction < 1:
         layers = spec.model.num_layers
         extra *= recomputed_layer_count(layers, p.pp * p.vpp, p.recompute_layer_fraction) / layers

@@ -273,7 +273,7 @@ def chunk_ops(
         if recompute == "full" and layer in full:
             backward += _recomputed(ops.forward)
         elif recompute == "selective":
-            backward += _recomputed(ops.attention_core)
+            backward += _recomputed(ops.recomputed(spec.parallel.selective_modules))
         elif recompute == "minimal":
             backward += _recomputed(_minimal_recompute(ops))
         backward += ops.backward

@@ -43,7 +43,9 @@ def layout_title(spec: ExperimentSpec) -> str:
     if p.zero_stage:
         extras.append(f"ZeRO-{p.zero_stage}")
     if p.recompute != "none":
-        extras.append(f"{p.recompute} recompute")
+        modules = p.recompute_modules
+        named = f" ({', '.join(modules)})" if p.recompute == "selective" and modules else ""
+        extras.append(f"{p.recompute} recompute{named}")
     return " × ".join(parts) + "".join(f", {extra}" for extra in extras)
 
 

@@ -18,10 +18,11 @@ from simtrain.specs.base import Spec, bounded
 
 ExecutionMode = Literal["eager", "cuda_graphs", "compiled"]
 Provenance = Literal["fitted", "inherited", "assumed"]
-AttentionKernel = Literal["unfused", "flash", "flash3", "cudnn"]
+AttentionKernel = Literal["unfused", "flash", "flash1", "flash3", "cudnn"]
 """Attention implementations: ``unfused`` (batched GEMMs + softmax/dropout kernels, the score
-matrix in HBM), ``flash`` (FlashAttention-2), ``flash3`` (FlashAttention-3, Hopper) and
-``cudnn`` (cuDNN fused attention, as Transformer Engine uses it)."""
+matrix in HBM), ``flash`` (FlashAttention-2), ``flash1`` (FlashAttention v1, flash-attn 1.x),
+``flash3`` (FlashAttention-3, Hopper) and ``cudnn`` (cuDNN fused attention, as Transformer
+Engine uses it)."""
 
 
 class GemmCalibration(Spec):
@@ -127,7 +128,7 @@ class ComputeCalibration(Spec):
     gemm: GemmCalibration
     """Per-shape GEMM model parameters."""
     attention: dict[str, AttentionCalibration]
-    """Fused attention families this part runs (``flash``, ``flash3``, ``cudnn``)."""
+    """Fused attention families this part runs (``flash``, ``flash1``, ``flash3``, ``cudnn``)."""
     sustained_compute_fraction: float = bounded(1.0, gt=0, le=1, why="a fraction of the peak")
     """Fraction of the benchmarked matrix throughput (GEMM and fused attention) that a whole
     training step sustains: kernel benchmarks run in short bursts, while a training step

@@ -18,6 +18,36 @@ from simtrain.specs.reliability import ReliabilitySpec
 from simtrain.specs.training import ExpectedSpec, SimulationSpec, TrainingSpec
 
 
+def _recompute_problems(spec: ExperimentSpec) -> list[str]:
+    """Recompute modules only under selective recomputation, and only where the model has them."""
+    m, p = spec.model, spec.parallel
+    problems: list[str] = []
+    if p.recompute_modules is not None and p.recompute != "selective":
+        problems.append(
+            f"parallel.recompute_modules={list(p.recompute_modules)} needs "
+            f"parallel.recompute=selective (got {p.recompute!r})"
+        )
+    needs = {
+        "mla_up_proj": (m.mla is not None, "multi-head latent attention (model.mla)"),
+        "moe_act": (m.is_moe, "an MoE model (model.num_experts > 0)"),
+        "moe": (m.is_moe, "an MoE model (model.num_experts > 0)"),
+        "shared_experts": (
+            m.is_moe and m.num_shared_experts > 0,
+            "shared experts (model.num_shared_experts > 0)",
+        ),
+    }
+    for module in sorted(p.selective_modules):
+        present, what = needs.get(module, (True, ""))
+        if not present:
+            problems.append(f"parallel.recompute_modules: {module!r} needs {what}")
+    if spec.training.activation_fp8_input_store and m.activation != "swiglu":
+        problems.append(
+            "training.activation_fp8_input_store=true needs model.activation=swiglu "
+            f"(got {m.activation!r})"
+        )
+    return problems
+
+
 def _expert_grid_problems(m: ModelSpec, p: ParallelSpec) -> list[str]:
     """MoE parallel folding: etp x ep x edp must re-split the tp x cp x dp ranks of a stage."""
     problems = []
@@ -211,6 +241,7 @@ class ExperimentSpec(Spec):
                 f"cluster.topology.torus_shape={what} must hold cluster.num_gpus={c.num_gpus} "
                 f"chips (it holds {chips})"
             )
+        problems += _recompute_problems(self)
         problems += framework_problems(self)
         if problems:
             raise ValueError("; ".join(problems))

@@ -31,6 +31,11 @@ RANK_AXES = ("tp", "cp", "ep", "dp", "pp")
 """Axes a ``rank_order`` may name."""
 PipelineScheduleName = Literal["gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "dualpipe"]
 RecomputeMode = Literal["none", "selective", "minimal", "full"]
+RecomputeModule = Literal[
+    "core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts"
+]
+RECOMPUTE_MODULES: tuple[str, ...] = RecomputeModule.__args__
+"""Submodules selective recomputation may re-run (Megatron-Core's ``--recompute-modules``)."""
 
 
 class ParallelSpec(Spec):
@@ -89,9 +94,19 @@ class ParallelSpec(Spec):
     pipeline_schedule: PipelineScheduleName = "1f1b"
     """Pipeline schedule (used when pp > 1)."""
     recompute: RecomputeMode = "none"
-    """Activation recomputation: none, selective (attention core), minimal (everything but the
-    weight matmuls: attention core, norms, activation functions; their outputs are kept, as
-    MaxText's remat_policy "minimal" does) or full (whole layer)."""
+    """Activation recomputation: none, selective (the submodules of ``recompute_modules``; by
+    default the attention core), minimal (everything but the weight matmuls: attention core,
+    norms, activation functions; their outputs are kept, as MaxText's remat_policy "minimal"
+    does) or full (whole layer)."""
+    recompute_modules: list[RecomputeModule] | None = None
+    """With recompute=selective, the submodules whose activations are dropped in the forward
+    and recomputed in the backward (Megatron-Core's ``--recompute-modules``; omit for
+    ``[core_attn]``, Megatron-Core's default; ``[]`` keeps everything): core_attn (attention
+    scores and softmax), layernorm (the outputs of the two block norms), mla_up_proj (MLA's
+    latent norms, up-projections and rotary embedding: queries, keys and values), mlp (a
+    dense MLP's internals), moe_act (the routed experts' activation-function output, the
+    second GEMM's input), shared_experts (the shared experts' internals) or moe (the whole
+    MoE layer, its dispatch and combine included)."""
     recompute_layer_fraction: float = bounded(1.0, gt=0, le=1, why="a fraction of the layers")
     """With recompute=full, the fraction of each pipeline chunk's layers that are recomputed,
     spread evenly (the others keep their activations): Megatron's --recompute-method block
@@ -152,6 +167,23 @@ class ParallelSpec(Spec):
         """Microbatches per data-parallel rank per step (gradient accumulation steps)."""
         assert self.dp is not None, "dp is resolved by ExperimentSpec"
         return self.global_batch_size // (self.micro_batch_size * self.dp)
+
+    @property
+    def selective_modules(self) -> frozenset[str]:
+        """Submodules that selective recomputation re-runs (empty unless recompute=selective).
+
+        Examples:
+            >>> p = ParallelSpec(global_batch_size=8, recompute="selective")
+            >>> sorted(p.selective_modules)
+            ['core_attn']
+            >>> sorted(p.model_copy(update={"recompute_modules": []}).selective_modules)
+            []
+        """
+        if self.recompute != "selective":
+            return frozenset()
+        return frozenset(
+            ["core_attn"] if self.recompute_modules is None else self.recompute_modules
+        )
 
     @property
     def expert_tp(self) -> int:

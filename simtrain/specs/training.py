@@ -39,6 +39,11 @@ class TrainingSpec(Spec):
     """FP8 scaling recipe: delayed (per-tensor, amax history; the default), current
     (per-tensor, an amax pass before each cast) or blockwise (DeepSeek-V3's 1x128/128x128
     tiles). Only with dtype fp8; mxfp8 has its own 32-element block scaling."""
+    activation_fp8_input_store: bool = False
+    """Keep the input of the SwiGLU activation (the gate and up outputs) in FP8 for the
+    backward, 1 byte per element instead of 2, cast back before its gradient
+    (Megatron-Core's ``--activation-func-fp8-input-store``; DeepSeek-V3 §3.3.2 caches the
+    MoE SwiGLU inputs in FP8). Only with a swiglu model."""
     optimizer: Optimizer = "adam"
     """Optimizer: adam or adamw (12 bytes of FP32 state per parameter), adafactor (4),
     lion (8), adam8bit (about 6) or sgd with momentum (8); plus the 16-bit weight and
@@ -47,7 +52,8 @@ class TrainingSpec(Spec):
     """Dtype of the data-parallel gradient reduction (default from the framework profile;
     Megatron-Core reduces fp32 main grads)."""
     attention_kernel: AttentionKernel | None = None
-    """Attention implementation: flash (FlashAttention-2), flash3 (FlashAttention-3, Hopper),
+    """Attention implementation: flash (FlashAttention-2), flash1 (FlashAttention v1),
+    flash3 (FlashAttention-3, Hopper),
     cudnn (cuDNN fused attention, as Transformer Engine runs it) or unfused (batched GEMMs
     plus softmax and dropout kernels, as Megatron-LM ran in 2021); default from the
     framework profile."""

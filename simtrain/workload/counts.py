@@ -235,20 +235,41 @@ def model_flops_per_sequence(model: ModelSpec) -> float:
     return s * (6 * matmul_params_per_token(model) + attention)
 
 
-def recompute_flops_per_sequence(model: ModelSpec, recompute: str) -> float:
+def recompute_flops_per_sequence(
+    model: ModelSpec, recompute: str, modules: frozenset[str] | None = None
+) -> float:
     """Extra FLOPs of activation recomputation for one sequence (hardware minus model FLOPs).
 
     ``full`` re-runs each layer's forward (everything but the LM head); ``selective`` re-runs
-    only the attention core, QK^T and AV: 4*s^2*(heads*head_dim) per layer per sequence;
-    ``minimal`` re-runs the same matmul FLOPs (its other recomputed ops are memory-bound).
-    (Korthikanti et al.'s Eq. 8, 1 + s/(3h), counts twice that; simtrain counts the work the
-    recomputation actually executes.)
+    the matmuls of its ``modules`` (None: ``core_attn``): the attention core, QK^T and AV,
+    4*s^2*(heads*head_dim) per layer per sequence; MLA's up-projections (``mla_up_proj``);
+    a dense MLP (``mlp``); the shared experts (``shared_experts``); the router and the
+    routed and shared experts (``moe``); ``layernorm`` and ``moe_act`` re-run memory-bound
+    ops only. ``minimal`` re-runs the attention core's FLOPs (its other recomputed ops are
+    memory-bound). (Korthikanti et al.'s Eq. 8, 1 + s/(3h), counts twice the selective
+    figure; simtrain counts the work the recomputation actually executes.)
     """
     s = model.seq_length
     attention_fwd = s * attention_fwd_flops_per_query(model, model.attended_keys)
     attention_fwd *= model.num_layers
-    if recompute in ("selective", "minimal"):
+    if recompute == "minimal":
         return attention_fwd
     if recompute == "full":
         return 2 * s * layer_matmul_params_per_token(model) + attention_fwd
-    return 0.0
+    if recompute != "selective":
+        return 0.0
+    h, num_moe = model.hidden_size, model.num_moe_layers
+    expert = mlp_matrices(model) * h * model.expert_ffn_size
+    out = model.num_heads * model.v_head_size * h  # MLA's split weights: up-projections + out
+    up = attention_weights(model).split - out if model.mla is not None else 0
+    per_token = {
+        "core_attn": 0.0,  # counted per sequence below (quadratic in s)
+        "mla_up_proj": model.num_layers * up,
+        "mlp": (model.num_layers - num_moe) * mlp_matrices(model) * h * model.ffn_size,
+        "shared_experts": num_moe * expert * model.num_shared_experts,
+        "moe": num_moe
+        * (expert * (model.moe_top_k + model.num_shared_experts) + h * model.num_experts),
+    }
+    chosen = modules if modules is not None else frozenset({"core_attn"})
+    extra = sum(2 * s * per_token.get(m, 0) for m in chosen)
+    return extra + (attention_fwd if "core_attn" in chosen else 0.0)

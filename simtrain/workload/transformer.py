@@ -27,7 +27,7 @@ ops are memory-bound: their cost is the bytes they read and write.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from simtrain.specs.model import ModelSpec
 from simtrain.workload.branches import Branch, Tokens, attention_branch, mla_branch, mlp_branch
@@ -54,12 +54,21 @@ class LayerOps:
     Attributes:
         forward: forward ops in execution order (collectives inline).
         backward: backward ops in execution order.
-        attention_core: the forward ops that selective recomputation re-runs.
+        attention_core: the forward ops that selective recomputation re-runs by default
+            (``core_attn``).
+        recompute_groups: per selective-recompute module (``parallel.recompute_modules``),
+            the forward ops it re-runs in the backward (:func:`recompute_groups`).
     """
 
     forward: tuple[Op, ...]
     backward: tuple[Op, ...]
     attention_core: tuple[Op, ...]
+    recompute_groups: dict[str, tuple[Op, ...]] = field(default_factory=dict)
+
+    def recomputed(self, modules: frozenset[str]) -> list[Op]:
+        """The forward ops the selective recompute ``modules`` re-run, in forward order."""
+        chosen = {op for m in modules for op in self.recompute_groups.get(m, ())}
+        return [op for op in self.forward if op in chosen]
 
 
 @dataclass(frozen=True)
@@ -118,7 +127,47 @@ def layer_ops(model: ModelSpec, shard: Shard, layer: int) -> LayerOps:
     mlp = (moe_branch if model.is_moe_layer(layer) else mlp_branch)(model, shard, layer)
     block = _parallel_block if model.block == "parallel" else _serial_block
     forward, backward = block(model, shard, layer, attention, mlp)
-    return LayerOps(tuple(forward), tuple(backward), attention.core)
+    groups = recompute_groups(model, forward, attention, mlp, model.is_moe_layer(layer))
+    return LayerOps(tuple(forward), tuple(backward), attention.core, groups)
+
+
+MLA_UP_PROJ_OPS = frozenset(
+    {"mla_latent_norm", "mla_q_up_cast", "mla_q_up", "mla_kv_up_cast", "mla_kv_up", "rope"}
+)
+"""MLA's latent norm, up-projections (with their FP8 casts) and rotary embedding."""
+MOE_ACT_OPS = frozenset({"expert_activation", "expert_fc2_cast"})
+"""The routed experts' activation function (and the FP8 cast of its output)."""
+
+
+def recompute_groups(
+    model: ModelSpec, forward: list[Op], attention: Branch, mlp: Branch, moe: bool
+) -> dict[str, tuple[Op, ...]]:
+    """Forward ops of one layer that each selective-recompute module re-runs.
+
+    As Megatron-Core's ``--recompute-modules``: ``core_attn`` the attention core (with the
+    rotary embedding); ``layernorm`` the two block norms, with the FP8 cast of each output
+    (a fused norm-and-quantise in TransformerEngine); ``mla_up_proj`` MLA's latent norm,
+    up-projections and rotary embedding; ``mlp`` a dense MLP; ``moe_act`` the routed
+    experts' activation; ``shared_experts`` the shared experts; ``moe`` the whole MoE
+    layer, router, dispatch and combine included.
+    """
+    norms: list[Op] = []
+    for i, op in enumerate(forward):
+        if op.name in ("norm1", "norm2"):
+            norms.append(op)
+            after = forward[i + 1] if i + 1 < len(forward) else None
+            if after is not None and after.name.endswith("_cast"):
+                norms.append(after)
+    groups = {"core_attn": attention.core, "layernorm": tuple(norms)}
+    if model.mla is not None:
+        groups["mla_up_proj"] = tuple(op for op in forward if op.name in MLA_UP_PROJ_OPS)
+    if not moe:
+        groups["mlp"] = mlp.forward
+        return groups
+    groups["moe"] = mlp.forward
+    groups["moe_act"] = tuple(op for op in mlp.forward if op.name in MOE_ACT_OPS)
+    groups["shared_experts"] = tuple(op for op in mlp.forward if op.name.startswith("shared_"))
+    return groups
 
 
 def _norm(name: str, phase: str, size: float, layer: int) -> Op:

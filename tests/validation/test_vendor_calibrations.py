@@ -48,13 +48,18 @@ def test_tpu_collectives_take_no_matrix_units_and_compiled_code_no_host_time(par
 
 
 @pytest.mark.parametrize("model", ["16b", "32b", "64b", "128b"])
-def test_v5e_multislice_mfu_decline_within_3_points(model):
-    """MaxText on 1 and 32 v5e-256 slices (docs/references/tpu.md §5): the MFU lost to DCN."""
+def test_v5e_multislice_mfu_decline_within_3_points_at_every_slice_count(model):
+    """MaxText on 1 to 32 v5e-256 slices (docs/references/tpu.md §5): the MFU lost to DCN.
+
+    Issue 14's acceptance: the decline from one slice within 3 MFU points at 2, 4, 8, 16 and
+    32 slices, on the fit series (16B, 64B) and the held-out ones (32B, 128B) alike.
+    """
     mfu = {}
-    for slices in (1, 32):
+    for slices in (1, 2, 4, 8, 16, 32):
         spec = load_experiment(TPU / f"v5e-{model}-x{slices}.yaml")
         mfu[slices] = (simulate(spec).summary()["mfu"], spec.expected.value)
-    simulated = 100 * (mfu[1][0] - mfu[32][0])
-    measured = 100 * (mfu[1][1] - mfu[32][1])
-    assert simulated > 0
-    assert abs(simulated - measured) <= 3.0, (simulated, measured)
+    for slices in (2, 4, 8, 16, 32):
+        simulated = 100 * (mfu[1][0] - mfu[slices][0])
+        measured = 100 * (mfu[1][1] - mfu[slices][1])
+        assert simulated > 0
+        assert abs(simulated - measured) <= 3.0, (slices, simulated, measured)
