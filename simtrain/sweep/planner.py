@@ -63,7 +63,7 @@ from simtrain.specs.parallel import ParallelSpec
 from simtrain.specs.reliability import ReliabilitySpec, RestartRecoverySpec
 from simtrain.specs.training import TrainingSpec
 from simtrain.sweep.enumerate import config_key
-from simtrain.sweep.executors import Executor, check_executor, get_executor
+from simtrain.sweep.executors import Executor, InlineExecutor, check_executor, get_executor
 from simtrain.sweep.run import open_store, preset_usd_per_gpu_hour, simulate_configurations
 from simtrain.sweep.search import ESTIMATED, Stage1
 from simtrain.sweep.space import LayoutSpace
@@ -568,6 +568,10 @@ def plan(
     try:
         found = _stage1(problem, points, runner, None if exhaustive else simulate_top, version,
                         display)  # fmt: skip
+        # A search small enough for the driver has few picks to simulate: they run here too,
+        # where simtrain is warm, rather than in workers that would start cold.
+        small = executor == "local" and len(points) < STAGE1_POOL_MIN_LAYOUTS and not exhaustive
+        des_runner = InlineExecutor() if small else runner
         for name, value in found["counts"].items():
             counts[name] += value
         lap("estimate")
@@ -626,7 +630,7 @@ def plan(
                 if not todo:
                     break
                 batch = {k: chosen[k] for n in sorted(todo) for k in per_size[n]}
-                simulate_configurations(batch, results, version, runner, display)
+                simulate_configurations(batch, results, version, des_runner, display)
                 stored = results.get_all()
                 for n in todo:
                     done = [(stored[k], k) for k in per_size[n]
