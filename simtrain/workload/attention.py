@@ -55,10 +55,10 @@ FUSED_SOFTMAX_MAX_KEYS = 16384
 def fused_softmax_runs(batch_heads: int, s_q: int, s_kv: int) -> bool:
     """Whether Megatron's fused scale-mask-softmax kernel takes these scores.
 
-    ``FusedScaleMaskSoftmax.is_kernel_available`` (docs/references/frameworks.md §Megatron
-    fused softmax) requires 16 < s_kv <= 16,384, both lengths multiples of 4, and the
-    batch x heads count a multiple of the kernel's batches per block; otherwise the scores
-    go through PyTorch's softmax path.
+    ``FusedScaleMaskSoftmax.is_kernel_available`` requires 16 < s_kv <= 16,384, both
+    lengths multiples of 4, and the batch x heads count a multiple of the kernel's batches
+    per block; otherwise the scores go through PyTorch's softmax path
+    (docs/references/frameworks.md §Megatron fused softmax).
 
     Examples:
         >>> fused_softmax_runs(16, 1024, 1024), fused_softmax_runs(2, 1024, 1024)
