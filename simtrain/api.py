@@ -150,14 +150,20 @@ def simulate(
         speed = speed_factors(program.weights, variability, rng) if variability.active else None
         runs.append(run_program(program, compute, network, speed))
     engine = runs[0]
-    program = engine.program or program
+    host = engine.host
     memory = estimate_memory(spec, acc.hbm_capacity_bytes)
     return SimulationResult(
         spec=spec,
         accelerator=acc,
         step_time_s=engine.step_time_s,
         flops=step_flops(spec),
-        ranks=rank_times(program, engine.start_s, engine.end_s, engine.step_time_s),
+        ranks=rank_times(
+            program,
+            engine.replayed_start_s,
+            engine.replayed_end_s,
+            engine.step_time_s,
+            host.intervals() if host is not None else None,
+        ),
         weights=program.weights,
         memory=MemorySummary(
             memory.peak_bytes,
@@ -166,12 +172,13 @@ def simulate(
             memory.near_limit_bytes,
         ),
         num_params=count_parameters(spec.model).total,
-        program=program,
-        start_s=engine.start_s,
-        end_s=engine.end_s,
+        replay=engine,
         num_events=engine.num_events,
         replay_wall_s=engine.replay_wall_s,
-        comm_choices=collective_choices(program, network),
+        choices=lambda: (
+            collective_choices(program, network)
+            + [("", "")] * (host.num_tasks if host is not None else 0)
+        ),  # host tasks: no comm
         step_times_s=tuple(run.step_time_s for run in runs),
         wall_time_s=time.perf_counter() - began,
         version=simtrain_version(),

@@ -130,7 +130,7 @@ def _run_case(case: str, queue) -> None:
             "events_per_s": result.num_events / result.replay_wall_s,
             "replay_wall_s": result.replay_wall_s,
             "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-            "tasks": len(result.program.tasks),
+            "tasks": result.replay.num_tasks,  # host tasks counted, not recorded
             "simulated_ranks": len(result.ranks),
             "step_time_s": result.step_time_s,
         }

@@ -15,9 +15,8 @@ from functools import cache
 from pathlib import Path
 from typing import Literal
 
-import yaml
-
 from simtrain.specs.base import Spec, bounded
+from simtrain.specs.safe_yaml import load_yaml_text
 
 CALIBRATION_DIR = Path(__file__).with_name("collective_calibrations")
 
@@ -65,7 +64,9 @@ class CollectiveCalibration(Spec):
 @cache
 def _load_all() -> tuple[CollectiveCalibration, ...]:
     files = sorted(CALIBRATION_DIR.glob("*.yaml"))
-    return tuple(CollectiveCalibration.model_validate(yaml.safe_load(p.read_text())) for p in files)
+    return tuple(
+        CollectiveCalibration.model_validate(load_yaml_text(p.read_text(), str(p))) for p in files
+    )
 
 
 def collective_calibration_for(accelerator: str) -> CollectiveCalibration:

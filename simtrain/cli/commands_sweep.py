@@ -372,7 +372,8 @@ def plan_counts_line(result: Any) -> str:
     return (
         f"searched {c['enumerated']:,} layouts on {len(result.inputs['sizes'])} cluster "
         f"size{'s' if len(result.inputs['sizes']) > 1 else ''}: "
-        f"{c['invalid']:,} invalid, {c['estimated']:,} estimated analytically, "
+        f"{c['invalid']:,} invalid, {c['estimated']:,} estimated analytically "
+        f"({c['bounded']:,} more skipped by a bound), "
         f"{c['memory_checked']:,} checked for memory ({c['oom']:,} out of memory), "
         f"{c['simulated']:,} simulated ({c['from_store']:,} from the store); "
         f"{result.wall_time_s:.1f} s"

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from simtrain.compute.roofline import ComputeModel
 from simtrain.engine.core import EngineResult, execute
-from simtrain.engine.host import with_host_stream
+from simtrain.engine.host import host_plan
 from simtrain.engine.timing import collective_choices, contended_durations, task_durations
 from simtrain.network.base import NetworkModel
 from simtrain.parallel.program import Program
@@ -57,7 +57,7 @@ def run_program(
     if host and _issues_from_host(compute):
         mode = getattr(compute, "execution_mode", "eager")
         sync = mode == "eager" if sync_on_p2p is None else sync_on_p2p
-        program, durations = with_host_stream(program, durations, compute, sync)
+        return execute(program, durations, contended, host_plan(program, durations, compute, sync))
     return execute(program, durations, contended)
 
 

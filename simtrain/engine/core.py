@@ -3,13 +3,17 @@
 One SimPy process runs per (rank, stream). It takes its tasks in program order and, for each,
 waits for the task's dependencies (counted down as tasks finish, so a stream only sleeps when
 it must), then (for a collective split into one task per member, as in replayed traces) for
-every member to arrive, then holds for the task's duration. A ``host`` stream (the CPU
-thread issuing a rank's kernels, :mod:`simtrain.engine.host`) runs ahead on a clock of its
-own: a host task whose dependencies have ended is timed by arithmetic, without an event,
-and the task it issues may not start before it ends; the stream only waits in simulated
-time for a synchronisation point (a dependency still running). All run state lives in one
-``simpy.Environment`` and the local variables of :func:`execute`, so any number of
-simulations can run in one process (sweeps, notebooks).
+every member to arrive, then holds for the task's duration.
+
+The host thread that issues a rank's kernels (:mod:`simtrain.engine.host`) costs no event:
+its durations follow from the program, and it only ever waits for tasks its compute stream
+waits for too, so the rank's compute stream keeps the host's clock by arithmetic and starts
+each task no earlier than the host has issued it. Host tasks become records only when a
+timeline reads them (:class:`EngineResult`). A ``host`` stream given by the program itself
+(kernel launches of a replayed Kineto trace) runs ahead on a clock of its own, taking an
+event only at a synchronisation point. All run state lives in one ``simpy.Environment`` and
+the local variables of :func:`execute`, so any number of simulations can run in one process
+(sweeps, notebooks).
 """
 
 from __future__ import annotations
@@ -18,42 +22,87 @@ import math
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import simpy
 
-from simtrain.engine.host import HOST_STREAM
+from simtrain.engine.host import HOST_STREAM, HostPlan, HostTimes
 from simtrain.errors import EngineDeadlock
 from simtrain.parallel.program import Program
 
 
-@dataclass
 class EngineResult:
     """When each task ran.
 
     Attributes:
-        start_s: start time of each task, indexed like ``Program.tasks``.
+        start_s: start time of each task, indexed like ``program.tasks``.
         end_s: end time of each task.
         step_time_s: time at which the last task ended.
         num_events: SimPy events processed: timeouts, wake-ups of streams that waited for a
             dependency, rendezvous gates, and the start and end of every stream process.
         replay_wall_s: host seconds spent in the SimPy run itself.
-        program: the program that was replayed (with its host stream, when one was added).
+        program: the program that was replayed, with its host tasks when a host issued it.
+        replayed, replayed_start_s, replayed_end_s: the program as given (no host tasks)
+            and the times of its tasks.
+        host: when each rank's host issued its compute tasks (None without a host).
+
+    Host tasks become records on first use of ``program``, ``start_s`` or ``end_s``: a
+    caller that wants the step time, or the breakdown (from ``replayed*`` and
+    ``host.intervals()``), never pays for them.
     """
 
-    start_s: np.ndarray
-    end_s: np.ndarray
-    step_time_s: float
-    num_events: int
-    replay_wall_s: float = 0.0
-    program: Program | None = None
+    def __init__(
+        self,
+        start_s: np.ndarray,
+        end_s: np.ndarray,
+        step_time_s: float,
+        num_events: int,
+        replay_wall_s: float,
+        program: Program,
+        host: HostTimes | None = None,
+    ) -> None:
+        self.replayed_start_s, self.replayed_end_s, self.replayed = start_s, end_s, program
+        self.step_time_s = step_time_s
+        self.num_events = num_events
+        self.replay_wall_s = replay_wall_s
+        self.host = host
+        self._issued: tuple[Program, np.ndarray, np.ndarray] | None = None
+
+    @property
+    def num_tasks(self) -> int:
+        """Tasks replayed, host tasks included."""
+        return len(self.replayed.tasks) + (self.host.num_tasks if self.host is not None else 0)
+
+    def _all(self) -> tuple[Program, np.ndarray, np.ndarray]:
+        if self.host is None:
+            return self.replayed, self.replayed_start_s, self.replayed_end_s
+        if self._issued is None:
+            self._issued = self.host.issued_program(
+                self.replayed, self.replayed_start_s, self.replayed_end_s
+            )
+        return self._issued
+
+    @property
+    def start_s(self) -> np.ndarray:
+        """Start time of each task, indexed like ``program.tasks``."""
+        return self._all()[1]
+
+    @property
+    def end_s(self) -> np.ndarray:
+        """End time of each task."""
+        return self._all()[2]
+
+    @property
+    def program(self) -> Program:
+        """The replayed program, host tasks included."""
+        return self._all()[0]
 
 
 def execute(
     program: Program,
     durations_s: Sequence[float],
     contended_s: Sequence[float] | None = None,
+    host: HostPlan | None = None,
 ) -> EngineResult:
     """Run ``program`` with the given per-task durations and return the task times.
 
@@ -63,6 +112,12 @@ def execute(
     in flight on its rank, counted once per (compute, communication) pair — at the compute
     task's start for communication already in flight, at the communication's start for
     compute already running (paid when that compute task would have ended).
+
+    With ``host`` (:func:`~simtrain.engine.host.host_plan`), each rank's compute stream
+    keeps the clock of the host thread that issues it: before a compute task the host pays
+    any carried issue time, waits for the task's synchronisation points (ended by then,
+    since the compute task waits for them too), then issues the task, which may not start
+    before the host is done. No event is spent on the host.
 
     Raises:
         EngineDeadlock: some tasks never started (a dependency cycle, or a collective whose
@@ -90,6 +145,11 @@ def execute(
         for dep in deps if len(deps) < 2 else set(deps):
             pending[index] += 1
             dependents[dep].append(index)
+    if host is not None:
+        for index, waits in host.waits.items():  # the host's sync points not already deps
+            for dep in waits:
+                pending[index] += 1
+                dependents[dep].append(index)
     # Only collectives with several tasks (one per simulated member) need a rendezvous.
     keys = [""] * num_tasks
     for index in keyed:
@@ -102,6 +162,9 @@ def execute(
     holds = 0
     # A task issued by a host task that ran ahead may not start before that host task ends.
     not_before = [0.0] * num_tasks
+    host_start = [math.nan] * num_tasks if host is not None else []
+    tail_start = [math.nan] * num_tasks if host is not None else []
+    issue_s, tail_s, sync_of = (host.issue_s, host.tail_s, host.sync) if host else ([], [], [])
 
     def finished(index: int, at: float) -> None:
         for waiter in dependents.get(index, ()):
@@ -114,6 +177,7 @@ def execute(
                     event.succeed()
 
     def host_process(indices: list[int]):
+        """A host stream given by the program (replayed traces): runs ahead on its clock."""
         nonlocal wakes, holds
         timeout = env.timeout
         clock = 0.0  # the host's own time, at or ahead of the simulation's
@@ -140,9 +204,11 @@ def execute(
                 event = wake[index] = env.event()
                 wakes += 1
                 yield event
-            if not_before[index] > env.now:
+            now = env.now
+            if not_before[index] > now:
                 holds += 1
-                yield timeout(not_before[index] - env.now)
+                yield timeout(not_before[index] - now)
+                now = env.now
             key = keys[index]
             if key:
                 arrivals[key] -= 1
@@ -151,29 +217,77 @@ def execute(
                     gate.succeed()
                 else:
                     yield gate
-            start[index] = env.now
+                    now = env.now
+            start[index] = now
             duration = durations_s[index]
             if contention is not None:
-                duration = contention.begin(index, duration)
+                contention.communicate(index, now, duration)
             if duration > 0:
                 yield timeout(duration)
-            if contention is not None and is_compute[index]:
-                owed = contention.settle(index)
+            now = end[index] = env.now
+            finished(index, now)
+
+    def compute_process(rank: int, indices: list[int]):
+        """A compute stream, issued by its rank's host and slowed by collectives in flight."""
+        nonlocal wakes, holds
+        timeout = env.timeout
+        clock = 0.0  # the host thread's time: it issued everything up to here by then
+        for index in indices:
+            if pending[index]:
+                event = wake[index] = env.event()
+                wakes += 1
+                yield event
+            ready = not_before[index]
+            if issue_s:
+                tail = tail_s[index]
+                if tail > 0:
+                    tail_start[index] = clock
+                    clock += tail
+                for dep in sync_of[index]:
+                    if end[dep] > clock:
+                        clock = end[dep]
+                host_start[index] = clock
+                clock += issue_s[index]
+                if clock > ready:
+                    ready = clock
+            now = env.now
+            if ready > now:
+                holds += 1
+                yield timeout(ready - now)
+                now = env.now
+            key = keys[index]
+            if key:
+                arrivals[key] -= 1
+                gate = gates[key]
+                if arrivals[key] == 0:
+                    gate.succeed()
+                else:
+                    yield gate
+                    now = env.now
+            start[index] = now
+            duration = durations_s[index]
+            if contention is not None:
+                duration = contention.compute(rank, index, now, duration)
+            if duration > 0:
+                yield timeout(duration)
+            if contention is not None:
+                owed = contention.settle(rank)
                 while owed > 0:  # slowed further by collectives that started meanwhile
                     yield timeout(owed)
-                    owed = contention.settle(index)
-            end[index] = env.now
-            finished(index, env.now)
+                    owed = contention.settle(rank)
+            now = end[index] = env.now
+            finished(index, now)
 
     contention = (
-        _Contention(env, program, durations_s, contended_s, keys)
-        if contended_s is not None
-        else None
+        _Contention(program, durations_s, contended_s, keys) if contended_s is not None else None
     )
-    is_compute = contention.is_compute if contention is not None else ()
-    for (_, stream), indices in streams.items():
-        process = host_process if stream == HOST_STREAM else stream_process
-        env.process(process(indices))
+    for (rank, stream), indices in streams.items():
+        if stream == "compute" and (host is not None or contention is not None):
+            env.process(compute_process(rank, indices))
+        elif stream == HOST_STREAM:
+            env.process(host_process(indices))
+        else:
+            env.process(stream_process(indices))
     began = time.perf_counter()
     env.run()
     replay_wall_s = time.perf_counter() - began
@@ -182,6 +296,8 @@ def execute(
         1 for t, d in zip(tasks, durations_s, strict=True) if d > 0 and t.stream != HOST_STREAM
     )
     num_events = timeouts + holds + wakes + len(gates) + 2 * len(streams)
+    if contention is not None:
+        num_events += contention.owed
 
     unfinished = np.flatnonzero(np.isnan(end_s))
     if unfinished.size:
@@ -192,7 +308,9 @@ def execute(
             f"{unfinished.size} of {num_tasks} tasks never ran; first waiting: {stuck}"
         )
     step = float(end_s.max()) if num_tasks else 0.0
-    return EngineResult(start_s, end_s, step, num_events, replay_wall_s, program)
+    # Host tasks end before the compute task they issue starts, so they never end the step.
+    times = HostTimes(host, host_start, tail_start) if host is not None else None
+    return EngineResult(start_s, end_s, step, num_events, replay_wall_s, program, times)
 
 
 class _Contention:
@@ -204,22 +322,21 @@ class _Contention:
 
     def __init__(
         self,
-        env: simpy.Environment,
         program: Program,
         durations_s: Sequence[float],
         contended_s: Sequence[float],
         replicated: Sequence[str],
     ) -> None:
-        self.env = env
         self.tasks = program.tasks
         self.durations_s = durations_s
         self.contended_s = contended_s
         self.replicated = replicated
         self.simulated = set(program.simulated_ranks)
-        self.is_compute = [t.stream == "compute" for t in program.tasks]
         self.in_flight: dict[int, list[tuple[float, float]]] = defaultdict(list)
         self.running: dict[int, tuple[float, int]] = {}  # rank -> (planned end, task index)
         self.debt: dict[int, float] = {}
+        self.owed = 0  # extra timeouts paid for debt
+        self._members: dict[tuple[int, ...], tuple[int, ...]] = {}
 
     def sigma(self, index: int) -> float:
         """Extra seconds per second of overlap for compute task ``index``."""
@@ -235,24 +352,30 @@ class _Contention:
         task = self.tasks[index]
         if self.replicated[index]:
             return (task.rank,)
-        return tuple(r for r in task.group if r in self.simulated) or (task.rank,)
+        members = self._members.get(task.group)
+        if members is None:
+            simulated = self.simulated
+            members = self._members[task.group] = tuple(r for r in task.group if r in simulated)
+        return members or (task.rank,)
 
-    def begin(self, index: int, duration: float) -> float:
-        """Start task ``index`` now; how long it holds its stream before any later debt."""
-        now = self.env.now
-        if self.is_compute[index]:
-            rank = self.tasks[index].rank
-            extra = 0.0
-            flights = self.in_flight.get(rank)
+    def compute(self, rank: int, index: int, now: float, duration: float) -> float:
+        """Start compute task ``index`` now; how long it holds its stream before any debt."""
+        flights = self.in_flight.get(rank)
+        if flights:
+            flights = self.in_flight[rank] = [iv for iv in flights if iv[1] > now]
             if flights:
-                flights = self.in_flight[rank] = [iv for iv in flights if iv[1] > now]
-                if flights:
-                    sigma = self.sigma(index)
-                    if sigma:
-                        for _, until in flights:
-                            extra += sigma * max(0.0, min(until, now + duration) - now)
-            self.running[rank] = (now + duration + extra, index)
-            return duration + extra
+                sigma = self.sigma(index)
+                if sigma:
+                    extra = 0.0
+                    for _, until in flights:
+                        extra += sigma * max(0.0, min(until, now + duration) - now)
+                    self.running[rank] = (now + duration + extra, index)
+                    return duration + extra
+        self.running[rank] = (now + duration, index)
+        return duration
+
+    def communicate(self, index: int, now: float, duration: float) -> None:
+        """Start communication task ``index`` now: the compute it overlaps owes more time."""
         for rank in self.members(index):
             self.in_flight[rank].append((now, now + duration))
             running = self.running.get(rank)
@@ -262,12 +385,12 @@ class _Contention:
                 if sigma:
                     owed = sigma * max(0.0, min(planned_end, now + duration) - now)
                     self.debt[rank] = self.debt.get(rank, 0.0) + owed
-        return duration
 
-    def settle(self, index: int) -> float:
-        """The slowdown compute task ``index`` still owes (0 once it may end; then it ends)."""
-        rank = self.tasks[index].rank
+    def settle(self, rank: int) -> float:
+        """The slowdown the compute task running on ``rank`` still owes (0: it ends now)."""
         owed = self.debt.pop(rank, 0.0)
-        if owed <= 0:
+        if owed > 0:
+            self.owed += 1
+        else:
             del self.running[rank]
         return owed

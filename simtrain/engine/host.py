@@ -29,6 +29,10 @@ Examples:
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
 
 from simtrain.compute.roofline import ComputeModel
 from simtrain.parallel.program import Program, Task
@@ -44,89 +48,100 @@ def readiness(h: float, d: float, n: int) -> float:
     return h / n + (n - 1) / n * max(h - d, 0.0)
 
 
-def with_host_stream(
+@dataclass(slots=True)
+class HostPlan:
+    """What each simulated rank's host does before each of its compute tasks.
+
+    Host task durations follow from the program alone; only their start times need the
+    replay (a host task stopped at a synchronisation point starts when the last of them
+    ends). So the engine keeps each rank's host clock in the rank's compute stream, by
+    arithmetic, and host tasks become records only when a timeline asks for them
+    (:func:`issued_program`). Lists are indexed like the program's tasks.
+
+    Attributes:
+        issue_s: host seconds of the host task issuing each compute task (0 for others).
+        tail_s: issue time carried from the previous compute task and paid, as a host task
+            of its own (``host:tail``), before this one's synchronisation point (0 if none).
+        sync: tasks whose end the host waits for before issuing each compute task: the
+            previous compute task and the pipeline transfers (or, for the optimizer step,
+            every dependency); empty when the host runs ahead.
+        waits: per compute task, the synchronisation tasks that are not already its
+            dependencies (this rank's own sends): the compute task waits for them too.
+        order: compute task indices in the order their host tasks are recorded, rank by
+            rank.
+        spans: (rank, number of its compute tasks) of each rank, in ``order``.
+    """
+
+    issue_s: list[float]
+    tail_s: list[float]
+    sync: list[tuple[int, ...]]
+    waits: dict[int, tuple[int, ...]]
+    order: list[int]
+    spans: list[tuple[int, int]]
+
+
+def host_plan(
     program: Program,
-    durations_s: list[float],
+    durations_s: Sequence[float],
     compute: ComputeModel,
     sync_on_p2p: bool = True,
-) -> tuple[Program, list[float]]:
-    """A copy of ``program`` with each simulated rank's host tasks, and all task durations.
-
-    Every compute task gains a dependency on the host task that issues it (compute tasks
-    are copied; ``program`` is left as it was, so it can be re-timed). Host tasks run on the
-    ``host`` stream of their rank, category ``host``.
+) -> HostPlan:
+    """The host tasks that issue every compute task of each simulated rank of ``program``.
 
     Args:
-        program: the program to issue.
+        program: the program to issue (left as it is).
         durations_s: device durations of its tasks.
         compute: the compute model (its ``host_time_s`` prices the issue of each task).
         sync_on_p2p: the framework synchronises the device after each pipeline transfer
             (eager Megatron-style pipeline engines do), so the host cannot run past one.
     """
-    tasks = [_copy(task) if task.stream == "compute" else task for task in program.tasks]
-    issued = Program(
-        tasks=tasks,
-        world_size=program.world_size,
-        simulated_ranks=program.simulated_ranks,
-        weights=program.weights,
-    )
-    durations = list(durations_s)
+    tasks = program.tasks
+    num_tasks = len(tasks)
+    plan = HostPlan([0.0] * num_tasks, [0.0] * num_tasks, [()] * num_tasks, {}, [], [])
     per_rank: dict[int, list[int]] = defaultdict(list)
     is_p2p = []
     # Collectives and transfers a compute task is the producer of: the host issues them
     # right after it (counted per member: a shared collective lists every member's producer).
     launches: dict[int, int] = defaultdict(int)
-    for index, task in enumerate(program.tasks):
+    for index, task in enumerate(tasks):
         per_rank[task.rank].append(index)
         is_p2p.append(task.category == P2P_CATEGORY)
         if task.stream not in ("compute", HOST_STREAM):
             for dep in task.deps:
-                if program.tasks[dep].stream == "compute":
+                if tasks[dep].stream == "compute":
                     launches[dep] += 1
     sync = sync_on_p2p and any(is_p2p)
+    issue_s: dict[int, float] = {}  # host time per distinct ops tuple (shared by builders)
     for rank in program.simulated_ranks:
-        _rank_host_tasks(issued, durations, compute, sync, is_p2p, launches, per_rank[rank])
-    return issued, durations
+        before = len(plan.order)
+        _plan_rank(plan, tasks, durations_s, compute, sync, is_p2p, launches, issue_s,
+                   per_rank[rank])  # fmt: skip
+        plan.spans.append((rank, len(plan.order) - before))
+    return plan
 
 
-def _copy(task: Task) -> Task:
-    """A shallow copy of a compute task (its deps are about to change)."""
-    return Task(
-        task.rank,
-        task.stream,
-        task.label,
-        task.category,
-        task.ops,
-        task.duration_s,
-        task.deps,
-        task.group,
-        task.collective_key,
-        task.stage,
-        task.microbatch,
-    )
-
-
-def _rank_host_tasks(
-    program: Program,
-    durations_s: list[float],
+def _plan_rank(
+    plan: HostPlan,
+    tasks: list[Task],
+    durations_s: Sequence[float],
     compute: ComputeModel,
     sync_on_p2p: bool,
     is_p2p: list[bool],
     launches: dict[int, int],
+    issue_s: dict[int, float],
     indices: list[int],
 ) -> None:
-    tasks = program.tasks
     per_collective_s = collective_issue_s(compute)
     carry_s = 0.0  # issue time of the previous task not yet paid on the host stream
     sends: list[int] = []  # this rank's transfers since the previous compute task
     previous: int | None = None
-    issue_s: dict[int, float] = {}  # host time per distinct ops tuple (shared by builders)
     host_time_s = compute.host_time_s
-    add_task, add_duration = tasks.append, durations_s.append
+    tail_s, sync_of, waits_of, issued = plan.tail_s, plan.sync, plan.waits, plan.issue_s
+    order = plan.order
     for index in indices:
         task = tasks[index]
         if task.stream != "compute":
-            if is_p2p[index] and task.group[:1] == (task.rank,):
+            if sync_on_p2p and is_p2p[index] and task.group[:1] == (task.rank,):
                 sends.append(index)  # this rank's own send (replays also list recv copies)
             continue
         ops = task.ops
@@ -141,19 +156,102 @@ def _rank_host_tasks(
         elif sync_on_p2p:
             sync = [d for d in task.deps if is_p2p[d]] + sends
         else:
-            sync = []
-        deps: tuple[int, ...] = ()
+            sync = None
         if sync:
             if carry_s > 0:
-                add_task(_host_task(task, carry_s, (), "host:tail"))
-                add_duration(carry_s)
+                tail_s[index] = carry_s
             carry_s = 0.0
-            deps = tuple(sync) + ((previous,) if previous is not None else ())
-        add_task(_host_task(task, carry_s + r, deps, "host:" + task.label))
-        add_duration(carry_s + r)
-        task.deps = (*task.deps, len(tasks) - 1)
+            sync_of[index] = tuple(sync) + ((previous,) if previous is not None else ())
+            if sends:  # the compute task waits for the host's sync points, deps or not
+                own = set(task.deps)
+                waits = tuple(d for d in sync if d not in own)
+                if waits:
+                    waits_of[index] = waits
+        if sends:
+            sends = []
+        issued[index] = carry_s + r
+        order.append(index)
         carry_s = h - r
-        sends, previous = [], index
+        previous = index
+
+
+@dataclass(slots=True)
+class HostTimes:
+    """When each simulated rank's host issued its compute tasks, as the replay timed them.
+
+    Kept as one start per compute task rather than as tasks: step-time and breakdown
+    callers never need host tasks as records (:meth:`intervals`), a timeline does
+    (:meth:`issued_program`).
+    """
+
+    plan: HostPlan
+    host_start_s: list[float]
+    tail_start_s: list[float]
+
+    @property
+    def num_tasks(self) -> int:
+        """Host tasks: one per compute task, plus one per carried ``host:tail``."""
+        tail_s = self.plan.tail_s
+        return len(self.plan.order) + sum(1 for index in self.plan.order if tail_s[index] > 0)
+
+    def intervals(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """Start and end of each rank's host tasks, in the order :meth:`issued_program` uses."""
+        plan = self.plan
+        order = np.asarray(plan.order, dtype=np.int64)
+        issue = np.asarray(plan.issue_s)[order]
+        tail = np.asarray(plan.tail_s)[order]
+        at = np.asarray(self.host_start_s)[order]
+        has_tail = tail > 0
+        # Each compute task's host task, preceded by its host:tail task when it has one.
+        host_pos = np.cumsum(1 + has_tail) - 1
+        tail_pos = host_pos[has_tail] - 1
+        tail_at = np.asarray(self.tail_start_s)[order[has_tail]]
+        starts = np.empty(host_pos[-1] + 1 if order.size else 0)
+        ends = np.empty_like(starts)
+        starts[host_pos], ends[host_pos] = at, at + issue
+        starts[tail_pos], ends[tail_pos] = tail_at, tail_at + tail[has_tail]
+        bounds = np.cumsum([count for _, count in plan.spans])  # compute tasks per rank
+        cuts = [int(host_pos[b - 1]) + 1 if b else 0 for b in bounds]
+        result = {}
+        first = 0
+        for (rank, _), cut in zip(plan.spans, cuts, strict=True):
+            result[rank] = (starts[first:cut], ends[first:cut])
+            first = cut
+        return result
+
+    def issued_program(
+        self, program: Program, start_s: np.ndarray, end_s: np.ndarray
+    ) -> tuple[Program, np.ndarray, np.ndarray]:
+        """``program`` with its host tasks appended, and the start and end of every task.
+
+        Host tasks go on the ``host`` stream of their rank, category ``host``, each rank's in
+        program order: a ``host:tail`` task (issue time carried into a synchronisation
+        point) before the task issuing compute task ``X``, labelled ``host:X``. ``program``
+        is left as it was, so it can be re-timed.
+        """
+        plan = self.plan
+        tasks = program.tasks
+        added: list[Task] = []
+        add_task = added.append
+        tail_s, issue_s, sync = plan.tail_s, plan.issue_s, plan.sync
+        for index in plan.order:
+            task = tasks[index]
+            if tail_s[index] > 0:
+                add_task(_host_task(task, tail_s[index], (), "host:tail"))
+            add_task(_host_task(task, issue_s[index], sync[index], "host:" + task.label))
+        issued = Program(
+            tasks=tasks + added,
+            world_size=program.world_size,
+            simulated_ranks=program.simulated_ranks,
+            weights=program.weights,
+        )
+        intervals = self.intervals()  # rank by rank, in plan order: the order of ``added``
+        ranks = [rank for rank, _ in plan.spans]
+        return (
+            issued,
+            np.concatenate([start_s, *(intervals[rank][0] for rank in ranks)]),
+            np.concatenate([end_s, *(intervals[rank][1] for rank in ranks)]),
+        )
 
 
 def collective_issue_s(compute: ComputeModel) -> float:

@@ -7,7 +7,8 @@ critical path of the pipeline schedule, and agrees with the discrete-event engin
 configuration costs under a millisecond once an Estimator's caches hold its chunks (a search
 shares them), several milliseconds cold (``experiments/bench/search.py`` measures both).
 Searches use it to rank and prune configurations before simulating the best
-(:mod:`simtrain.sweep.search`).
+(:mod:`simtrain.sweep.search`); :meth:`Estimator.lower_bound` (compute alone, a fraction of
+a millisecond) lets the planner skip configurations that cannot enter the best.
 """
 
 from simtrain.estimator.step import Estimator, StepEstimate, estimate_step

@@ -83,6 +83,7 @@ class ChunkSource:
     _plans: dict[tuple[str, bool, int, int], SegmentPlan] = field(default_factory=dict)
     _comm: dict[tuple[int, int], tuple[CommKey, ...]] = field(default_factory=dict)
     _elements: dict[tuple[Any, ...], tuple[dict[int, int], int, int]] = field(default_factory=dict)
+    _busy: dict[tuple[Any, ...], float] = field(default_factory=dict)
 
     def ops(self, layers: range) -> ChunkOps:
         """The ops of a chunk holding ``layers`` (cached)."""
@@ -114,6 +115,29 @@ class ChunkSource:
             }
             keys = self._comm[key] = tuple(sorted(found))
         return keys
+
+    def busy(self, chunk: Chunk, body: str, compute: Any) -> float:
+        """Compute seconds of one ``body`` action of ``chunk``: its compute ops back to back.
+
+        What the walk's ``busy_s`` sums, without segmenting or walking: a task's time is
+        the sum of its ops' (``ComputeModel.task_time_s``), so the cut into tasks does not
+        change it. A sampled chunk's busy time grows by the same amount per layer.
+        """
+        key = (id(compute), body, len(chunk.layers), chunk.base, chunk.sampled)
+        found = self._busy.get(key)
+        if found is None:
+
+            def of(layers: range) -> float:
+                ops = getattr(self.ops(layers), body)
+                return float(compute.task_time_s(tuple(op for op in ops if not op.is_comm)))
+
+            if chunk.sampled:  # its layers' ops are alike: one and two layers tell the rest
+                one, two = (of(range(chunk.base, chunk.base + k)) for k in (1, 2))
+                found = two + (len(chunk.layers) - 2) * (two - one)
+            else:
+                found = of(range(chunk.base, chunk.base + len(chunk.layers)))
+            self._busy[key] = found
+        return found
 
     def elements(self, chunk: Chunk) -> tuple[dict[int, int], int, int]:
         """Local weight elements of ``chunk``: per layer by position, in all, and in FP8 layers.

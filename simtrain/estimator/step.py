@@ -33,7 +33,7 @@ from simtrain.catalog.frameworks import get_framework
 from simtrain.engine.host import collective_issue_s, readiness
 from simtrain.engine.variability import median_slowest_factor
 from simtrain.errors import SpecError
-from simtrain.estimator.chunks import Chunk, ChunkSource, chunk_base
+from simtrain.estimator.chunks import BODIES, Chunk, ChunkSource, chunk_base
 from simtrain.estimator.pipeline import ScheduleShape, Slot, schedule_shape
 from simtrain.estimator.walk import NO_HOST, ActionTiming, walk
 from simtrain.parallel.builder import (
@@ -365,8 +365,11 @@ class Estimator:
         True
     """
 
-    _compute: dict[tuple[str, float], Any] = field(default_factory=dict)
-    _network: dict[str, Any] = field(default_factory=dict)
+    _compute: dict[tuple[Any, ...], _Paced] = field(default_factory=dict)
+    _base: dict[tuple[Any, ...], Any] = field(default_factory=dict)
+    _checked: set[str] = field(default_factory=set)
+    _paces: dict[tuple[Any, ...], float] = field(default_factory=dict)
+    _network: dict[tuple[Any, ...], Any] = field(default_factory=dict)
     _layouts: dict[tuple[Any, ...], RankLayout] = field(default_factory=dict)
     _groups: dict[tuple[Any, ...], tuple[int, ...]] = field(default_factory=dict)
     _sources: dict[tuple[Any, ...], ChunkSource] = field(default_factory=dict)
@@ -380,6 +383,7 @@ class Estimator:
     _signatures: dict[tuple[Any, ...], Any] = field(default_factory=dict)
     _dumps: dict[int, tuple[Any, str]] = field(default_factory=dict)
     _contexts: dict[tuple[Any, ...], _Context] = field(default_factory=dict)
+    _bounds: dict[tuple[Any, ...], tuple[tuple[float, float], ...]] = field(default_factory=dict)
     stats: Counter[str] = field(default_factory=Counter)
     """Estimates ``extrapolated`` in the microbatch count, and ``not_linear`` (chained in
     full because the reduced counts were not linear yet)."""
@@ -447,6 +451,65 @@ class Estimator:
             num_actions=actions,
             wall_time_s=time.perf_counter() - began,
         )
+
+    def lower_bound(self, spec: ExperimentSpec) -> float:
+        """A step time :meth:`estimate` never beats, from compute alone (no network, no walk).
+
+        Each pipeline rank runs its actions one after another on its compute stream, and an
+        action's compute ends no earlier than the sum of its compute tasks (``busy``). The
+        rank's first action waits for the first forward of every earlier stage; under 1F1B
+        and the interleaved schedule its last action is a backward of its first stage,
+        whose gradients still pass the backward of every earlier stage. The bound is the
+        longest of these paths over the ranks; communication, the host, interference, the
+        optimizer and transfers only add to it. Everything it needs depends on the chunks'
+        ops and the schedule, not on the cluster size or the network, so a search pays for
+        it once per op shape: it skips configurations whose bound is already worse than the
+        best it keeps (:mod:`simtrain.sweep.search`).
+        """
+        p = spec.parallel
+        if p.dp is None:
+            raise SpecError("'parallel.dp' must be resolved before estimating (got None)")
+        hardware = f"{self._dump(spec.cluster)}|{self._dump(spec.training)}"
+        compute = self._compute_model(spec, hardware)
+        zero_stage = effective_zero_stage(spec)
+        ops_key = self._ops_key(spec, zero_stage, get_framework(spec.training.framework))
+        name = p.pipeline_schedule if p.pp > 1 else "1f1b"
+        key = (id(compute.model), ops_key, name, p.pp, p.vpp)
+        lines = self._bounds.get(key)
+        if lines is None:
+            lines = self._bounds[key] = self._bound_lines(spec, compute.model, ops_key, name)
+        m = p.num_microbatches
+        return compute.pace * max(fixed + m * per_microbatch for fixed, per_microbatch in lines)
+
+    def _bound_lines(
+        self, spec: ExperimentSpec, compute: Any, ops_key: str, name: str
+    ) -> tuple[tuple[float, float], ...]:
+        """Per pipeline rank, its path of :meth:`lower_bound` as (fixed, per microbatch).
+
+        In unpaced seconds (``compute`` is the model without the step's pace).
+        """
+        p = spec.parallel
+        chunks = self._chunks(spec, ops_key, p.pp * p.vpp)
+        first, forward, backward = [], [], []
+        for chunk in chunks:
+            busy = {body: chunk.source.busy(chunk, body, compute) for body in BODIES}
+            first.append(min(busy["first_forward"], busy["forward"]))
+            forward.append(busy["forward"])
+            split = busy["backward_input"] + busy["weight"]
+            backward.append(min(busy["backward"], split))
+        lines = []
+        for r in range(p.pp):
+            if name == "dualpipe":  # rank r holds stage r (down) and stage pp-1-r (up)
+                held = (r, p.pp - 1 - r)
+                fixed = sum(first[c] - forward[c] for c in held)
+                lines.append((fixed, sum(forward[c] + backward[c] for c in held) / 2))
+                continue
+            held = tuple(range(r, len(chunks), p.pp))
+            fixed = sum(first[c] - forward[c] for c in held) + sum(first[:r])
+            if name in ("1f1b", "interleaved"):
+                fixed += sum(backward[:r])
+            lines.append((fixed, sum(forward[c] + backward[c] for c in held)))
+        return tuple(lines)
 
     def _step(
         self, setup: _Setup, name: str, num_microbatches: int, chunks: list[Chunk]
@@ -726,21 +789,48 @@ class Estimator:
 
     def _models(self, spec: ExperimentSpec) -> tuple[Any, Any]:
         """The compute and network models ``simulate`` would use, built once per setting."""
-        from simtrain.api import check_hardware, compute_model_for, network_model_for
+        from simtrain.api import network_model_for
 
         hardware = f"{self._dump(spec.cluster)}|{self._dump(spec.training)}"
         p = spec.parallel
-        pace = median_slowest_factor(spec.cluster.num_gpus, spec.simulation.variability)
-        compute = self._compute.get((hardware, pace))
-        if compute is None:
-            check_hardware(spec)
-            compute = self._compute[(hardware, pace)] = _Paced(compute_model_for(spec), pace)
-        net_key = (hardware, self._dump(spec.simulation), p.tp, p.cp, p.dp, p.pp, p.ep,
-                   p.rank_order)  # fmt: skip
+        compute = self._compute_model(spec, hardware)
+        # Only the flow model replicates a collective over the layout's groups; the others
+        # time a group from the cluster alone, so every layout of a cluster shares one (and
+        # its cache of group fabrics and collective times).
+        net_key: tuple[Any, ...] = (hardware, self._dump(spec.simulation))
+        if spec.simulation.network_model == "flow":
+            net_key += (p.tp, p.cp, p.dp, p.pp, p.ep, p.rank_order)
         network = self._network.get(net_key)
         if network is None:
             network = self._network[net_key] = network_model_for(spec)
         return compute, network
+
+    def _compute_model(self, spec: ExperimentSpec, hardware: str) -> _Paced:
+        """The compute model at the step's pace, built once per hardware and pace.
+
+        The model itself depends on the accelerator, its calibration and the training
+        section only, so the cluster sizes of a search share it (and the op times cached
+        on it: :meth:`_task`); the pace depends on the number of GPUs.
+        """
+        from simtrain.api import check_hardware, compute_model_for
+
+        if hardware not in self._checked:
+            check_hardware(spec)
+            self._checked.add(hardware)
+        variability = spec.simulation.variability
+        pace_key = (spec.cluster.num_gpus, variability)
+        pace = self._paces.get(pace_key)
+        if pace is None:
+            pace = self._paces[pace_key] = median_slowest_factor(spec.cluster.num_gpus, variability)
+        cluster = spec.cluster
+        base_key = (cluster.accelerator, cluster.calibration, self._dump(spec.training))
+        base = self._base.get(base_key)
+        if base is None:
+            base = self._base[base_key] = compute_model_for(spec)
+        compute = self._compute.get((base_key, pace))
+        if compute is None:
+            compute = self._compute[(base_key, pace)] = _Paced(base, pace)
+        return compute
 
     def _stage_ranks(self, layout: RankLayout) -> list[int]:
         """The simulated rank of each pipeline stage (the builder's symmetry reduction)."""
@@ -841,25 +931,29 @@ class Estimator:
 
     # --- cached model calls -----------------------------------------------------------
 
-    def _task(self, compute: Any, ops: tuple[Op, ...]) -> float:
-        """``compute.task_time_s(ops)``, once per ops tuple (plans share their tuples)."""
-        key = (id(compute), id(ops))
+    def _task(self, compute: _Paced, ops: tuple[Op, ...]) -> float:
+        """``compute.task_time_s(ops)``, once per ops tuple (plans share their tuples).
+
+        Cached on the unpaced model, so that every pace (cluster size) shares it.
+        """
+        key = (id(compute.model), id(ops))
         cached = self._task_s.get(key)
         if cached is None or cached[0] is not ops:
-            cached = self._task_s[key] = (ops, compute.task_time_s(ops))
-        return cached[1]
+            cached = self._task_s[key] = (ops, compute.model.task_time_s(ops))
+        return cached[1] * compute.pace
 
-    def _contended(self, compute: Any, ops: tuple[Op, ...]) -> float:
+    def _contended(self, compute: _Paced, ops: tuple[Op, ...]) -> float:
         """``compute.task_time_s(ops, contended=True)``, once per ops tuple."""
-        key = (id(compute), id(ops))
+        key = (id(compute.model), id(ops))
         cached = self._contended_s.get(key)
         if cached is None or cached[0] is not ops:
-            cached = self._contended_s[key] = (ops, compute.task_time_s(ops, contended=True))
-        return cached[1]
+            time_s = compute.model.task_time_s(ops, contended=True)
+            cached = self._contended_s[key] = (ops, time_s)
+        return cached[1] * compute.pace
 
-    def _host(self, compute: Any, ops: tuple[Op, ...]) -> float:
-        """``compute.host_time_s(ops)``, once per ops tuple."""
-        key = (id(compute), id(ops))
+    def _host(self, compute: _Paced, ops: tuple[Op, ...]) -> float:
+        """``compute.host_time_s(ops)`` (host time is not paced), once per ops tuple."""
+        key = (id(compute.model), id(ops))
         cached = self._host_s.get(key)
         if cached is None or cached[0] is not ops:
             cached = self._host_s[key] = (ops, compute.host_time_s(ops))

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from functools import cached_property
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -49,6 +51,30 @@ class MemorySummary:
         }
 
 
+class Replay(Protocol):
+    """The tasks of a replayed step and their times (``simtrain.engine.EngineResult``)."""
+
+    @property
+    def program(self) -> Program:
+        """The replayed program."""
+        ...
+
+    @property
+    def start_s(self) -> np.ndarray:
+        """Start time of each task."""
+        ...
+
+    @property
+    def end_s(self) -> np.ndarray:
+        """End time of each task."""
+        ...
+
+    @property
+    def num_tasks(self) -> int:
+        """Tasks of the program (without recording any)."""
+        ...
+
+
 @dataclass
 class SimulationResult:
     """The outcome of simulating one training step of an experiment.
@@ -62,15 +88,17 @@ class SimulationResult:
         weights: how many ranks each simulated rank stands for.
         memory: peak memory summary.
         num_params: model parameters.
-        program: the replayed program (tasks).
-        start_s, end_s: start and end time of each task.
+        program: the replayed program (tasks), host tasks included (a property of
+            ``replay``).
+        start_s, end_s: start and end time of each task (properties of ``replay``).
         num_events: engine events processed.
         replay_wall_s: host seconds of the SimPy replay alone (building the program and
             timing its tasks excluded).
         wall_time_s: host seconds the simulation took (build + replay).
         version: simtrain version that produced the result.
         comm_choices: (algorithm, protocol) of each task's communication, as the network
-            model chose them (empty strings for compute tasks).
+            model chose them (empty strings for compute tasks); worked out on first use by
+            ``choices`` (only timelines read them).
         step_times_s: step time of every replayed step (``simulate(repeat=N)``); the first
             is ``step_time_s``.
     """
@@ -83,17 +111,38 @@ class SimulationResult:
     weights: dict[int, int]
     memory: MemorySummary
     num_params: int
-    program: Program = field(repr=False)
-    start_s: np.ndarray = field(repr=False)
-    end_s: np.ndarray = field(repr=False)
+    replay: Replay = field(repr=False)
+    """The engine's replay of the step: its tasks and their times (``program``, ``start_s``,
+    ``end_s``), host tasks recorded on first use."""
     num_events: int = 0
     replay_wall_s: float = 0.0
     wall_time_s: float = 0.0
     version: str = ""
     calibration: dict[str, str] = field(default_factory=dict)
     """Name, provenance (fitted / inherited / assumed) and source of the compute constants."""
-    comm_choices: list[tuple[str, str]] = field(default_factory=list, repr=False)
+    choices: Callable[[], list[tuple[str, str]]] | None = field(default=None, repr=False)
+    """Works out ``comm_choices``."""
     step_times_s: tuple[float, ...] = ()
+
+    @cached_property
+    def comm_choices(self) -> list[tuple[str, str]]:
+        """(algorithm, protocol) of each task's communication (empty for compute tasks)."""
+        return self.choices() if self.choices is not None else []
+
+    @property
+    def program(self) -> Program:
+        """The replayed program, host tasks included."""
+        return self.replay.program
+
+    @property
+    def start_s(self) -> np.ndarray:
+        """Start time of each task, indexed like ``program.tasks``."""
+        return self.replay.start_s
+
+    @property
+    def end_s(self) -> np.ndarray:
+        """End time of each task."""
+        return self.replay.end_s
 
     @property
     def num_gpus(self) -> int:
@@ -189,7 +238,7 @@ class SimulationResult:
                     self.num_events / self.replay_wall_s if self.replay_wall_s else 0.0
                 ),
                 "simulated_ranks": len(self.ranks),
-                "tasks": len(self.program.tasks),
+                "tasks": self.replay.num_tasks,
             },
             **self.step_time_distribution(),
             "spec": self.spec.model_dump(mode="json"),

@@ -11,7 +11,7 @@ of the step). The four add up to the step time exactly, which the tests check.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -100,7 +100,11 @@ def covered_up_to(t: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.nda
 
 
 def rank_times(
-    program: Program, start_s: np.ndarray, end_s: np.ndarray, step_time_s: float
+    program: Program,
+    start_s: np.ndarray,
+    end_s: np.ndarray,
+    step_time_s: float,
+    host: Mapping[int, tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> list[RankTime]:
     """Account the step time of every simulated rank.
 
@@ -108,57 +112,66 @@ def rank_times(
     sum; exposed communication is the part of the union of its communication intervals that
     no compute covers; exposed host time is the part of its host-issue intervals that
     neither compute nor communication covers.
+
+    Host-issue intervals are the program's ``host`` stream tasks, or, for a program without
+    them, ``host``: (starts, ends) of each rank's host tasks (the engine's
+    ``EngineResult.host.intervals()``, which spares recording them as tasks).
     """
     tasks = program.tasks
     simulated = set(program.simulated_ranks)
     categories: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    comm_rows: list[int] = []  # task index of each (rank, communication interval) pair
-    comm_ranks: list[int] = []
-    compute_rows: list[int] = []
-    host_rows: list[int] = []
+    # Task indices per rank, in program order: compute, communication in flight (by
+    # category), host issue.
+    compute_rows: dict[int, list[int]] = defaultdict(list)
+    comm_rows: dict[int, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+    host_rows: dict[int, list[int]] = defaultdict(list)
+    comm_order: dict[int, list[int]] = defaultdict(list)
     duration = end_s - start_s
+    seconds = duration.tolist()
+    members_of: dict[tuple[int, ...], list[int]] = {}
     for index, task in enumerate(tasks):
         if task.stream == "compute":
-            compute_rows.append(index)
-            categories[task.rank][task.category] += duration[index]
+            compute_rows[task.rank].append(index)
+            categories[task.rank][task.category] += seconds[index]
             continue
         if task.stream == HOST_STREAM:
-            host_rows.append(index)
-            categories[task.rank][task.category] += duration[index]
+            host_rows[task.rank].append(index)
+            categories[task.rank][task.category] += seconds[index]
             continue
         # A communication task is in flight for every simulated member of its group (a
         # collective shared by its members, or both ends of a point-to-point transfer).
-        members = [r for r in task.group if r in simulated] or [task.rank]
-        for rank in members:
-            comm_rows.append(index)
-            comm_ranks.append(rank)
+        members = members_of.get(task.group)
+        if members is None:
+            members = members_of[task.group] = [r for r in task.group if r in simulated]
+        for rank in members or (task.rank,):
+            comm_order[rank].append(index)
+            comm_rows[rank][task.category].append(index)
             if rank == task.rank or task.collective_key:
-                categories[rank][task.category] += duration[index]
-    compute_idx = np.asarray(compute_rows, dtype=np.int64)
-    compute_rank = np.fromiter((tasks[i].rank for i in compute_rows), np.int64, len(compute_rows))
-    comm_idx = np.asarray(comm_rows, dtype=np.int64)
-    comm_rank = np.asarray(comm_ranks, dtype=np.int64)
-    host_idx = np.asarray(host_rows, dtype=np.int64)
-    host_rank = np.fromiter((tasks[i].rank for i in host_rows), np.int64, len(host_rows))
+                categories[rank][task.category] += seconds[index]
+    empty = np.zeros(0, dtype=np.int64)
     result = []
     for rank in program.simulated_ranks:
-        mine = compute_idx[compute_rank == rank]
+        mine = np.asarray(compute_rows.get(rank, empty), dtype=np.int64)
         busy_s = float(duration[mine].sum())
-        comm = comm_idx[comm_rank == rank]
+        comm = np.asarray(comm_order.get(rank, empty), dtype=np.int64)
         exposed = _uncovered(start_s[comm], end_s[comm], start_s[mine], end_s[mine])
-        by_category: dict[str, list[int]] = defaultdict(list)
-        for index in comm:
-            by_category[tasks[index].category].append(int(index))
         exposed_by = {
             category: _uncovered(start_s[rows], end_s[rows], start_s[mine], end_s[mine])
-            for category, rows in sorted(by_category.items())
+            for category, rows in sorted(comm_rows[rank].items())
         }
-        host = host_idx[host_rank == rank]
+        rows = np.asarray(host_rows.get(rank, empty), dtype=np.int64)
+        host_starts, host_ends = start_s[rows], end_s[rows]
+        if host is not None and rank in host:
+            host_starts, host_ends = host[rank]
+            total = categories[rank]["host"]
+            for length in (host_ends - host_starts).tolist():
+                total += length
+            categories[rank]["host"] = total
         exposed_host = 0.0
-        if host.size:
+        if host_starts.size:
             # Idle time the host explains: uncovered by compute and communication together.
             covers = np.concatenate((mine, comm))
-            exposed_host = _uncovered(start_s[host], end_s[host], start_s[covers], end_s[covers])
+            exposed_host = _uncovered(host_starts, host_ends, start_s[covers], end_s[covers])
         idle_s = step_time_s - busy_s
         result.append(
             RankTime(

@@ -77,6 +77,24 @@ def died_row(message: str = _WORKER_DIED) -> dict[str, Any]:
     return {"status": "error", "error": message}
 
 
+class InlineExecutor:
+    """Runs every task in the calling process, one after another (no workers to start).
+
+    For a handful of tasks in a process that has simtrain imported and warm already: a
+    pool's workers would each import it and fill their own caches first.
+    """
+
+    num_workers = 1
+
+    def map_unordered(self, task: Task, items: Iterable[Item]) -> Iterator[tuple[str, Any]]:
+        """Yield ``(key, task(payload))`` for every item, in order."""
+        for key, payload in items:
+            yield key, task(payload)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
 class LocalExecutor:
     """A pool of local worker processes (all cores by default)."""
 

@@ -12,13 +12,16 @@ over cluster sizes and parallel layouts, then ranks whole-run plans:
 2. *Layouts.* Every layout of :class:`~simtrain.sweep.space.LayoutSpace` (tp, pp with each
    schedule and its virtual stages, cp, ep, ZeRO 0-3, micro-batch size, recomputation) at
    the global batch nearest the target tokens per step (Llama 3 trained at 16M tokens).
-3. *Two stages* (:mod:`simtrain.sweep.search`). Every layout is timed by the analytical
-   estimator (which agrees with the simulator); per size, the best by the estimate are
-   checked for memory in order until ``simulate_top`` fit, and the best of them is the
-   size's plan. The sizes picked (cheapest, fastest) are then simulated: their candidates
+3. *Two stages* (:mod:`simtrain.sweep.search`). Per size, the ``simulate_top`` best
+   layouts by the analytical estimate (which agrees with the simulator) that fit in memory
+   are found by branch and bound (:func:`_best_of_size`): layouts are estimated from the
+   highest upper bound on their throughput down (the estimator's lower bound on step
+   time), each that would enter the best so far is checked for memory, and the rest are
+   skipped once their bound cannot beat the ``simulate_top``-th; the best is the size's
+   plan. The sizes picked (cheapest, fastest) are then simulated: their candidates
    run on the engine and the best simulated one replaces the estimate, until the picks
-   rest on simulations. ``exhaustive`` checks every layout's memory and simulates every one
-   that fits, at every size.
+   rest on simulations. ``exhaustive`` estimates every layout, checks its memory and
+   simulates every one that fits, at every size.
 4. *Whole run.* The plan's step time gives steps = T / tokens per step. Goodput comes from
    the reliability layer (a Monte Carlo of failures, checkpoints and restarts,
    :func:`simtrain.reliability.reliability_summary`) under a failure preset (Llama 3's rates
@@ -34,10 +37,12 @@ are reported with the other sizes as alternatives; when none meets the deadline,
 
 from __future__ import annotations
 
+import bisect
 import math
+import os
 import time
 import warnings
-import zlib
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -45,7 +50,6 @@ from typing import Any
 
 from simtrain.catalog import get_accelerator
 from simtrain.errors import SpecError
-from simtrain.estimator import Estimator
 from simtrain.paths import data_dir
 from simtrain.reliability import reliability_summary
 from simtrain.reliability.spares import spare_nodes
@@ -59,7 +63,7 @@ from simtrain.specs.parallel import ParallelSpec
 from simtrain.specs.reliability import ReliabilitySpec, RestartRecoverySpec
 from simtrain.specs.training import TrainingSpec
 from simtrain.sweep.enumerate import config_key
-from simtrain.sweep.executors import Executor, check_executor, get_executor
+from simtrain.sweep.executors import Executor, InlineExecutor, check_executor, get_executor
 from simtrain.sweep.run import open_store, preset_usd_per_gpu_hour, simulate_configurations
 from simtrain.sweep.search import ESTIMATED, Stage1
 from simtrain.sweep.space import LayoutSpace
@@ -126,13 +130,14 @@ class PlanResult:
         cheapest: the cheapest option meeting the deadline and budget (None if none does).
         fastest: the fastest option within the budget (None if none is).
         counts: layouts ``enumerated``, ``invalid`` (by the spec's rules), ``estimated``,
+            ``bounded`` (skipped: their bound could not beat the best kept),
             ``memory_checked``, ``oom``, ``simulated`` (``from_store`` of them found in the
             store), ``error`` (could not be timed).
         usd_per_gpu_hour: the price used.
         advice: what would meet the deadline (or fit) when nothing tried does; "" otherwise.
         wall_time_s: seconds the plan took.
-        stage_wall_s: seconds of each stage: ``estimate``, ``memory``, ``simulate``,
-            ``whole_run``.
+        stage_wall_s: seconds of each stage: ``estimate`` (memory checks included),
+            ``whole_run``, ``simulate``.
         inputs: the arguments and derived bounds.
     """
 
@@ -248,60 +253,112 @@ class _Problem:
         )
 
 
-def partition_of(point: dict[str, Any], parts: int) -> int:
-    """Which of ``parts`` stage-1 partitions estimates a layout.
-
-    Layouts with the same chunk ops (tp, cp, micro-batch, recomputation, ZeRO-3) go to the
-    same partition, so each partition builds and times its ops once.
-    """
-    fields = ("tp", "cp", "ep", "micro_batch_size", "recompute")
-    ops = [*(point[f"parallel.{k}"] for k in fields), point["parallel.zero_stage"] == 3]
-    return zlib.crc32(repr(ops).encode()) % parts
+_WORKER: dict[str, Any] = {}
+"""The estimator and experiment builder of the plan a process is searching (see below)."""
 
 
-def estimate_partition(payload: dict[str, Any]) -> dict[str, Any]:
-    """Stage-1 task: estimate one partition of a plan's layouts (runs in a worker).
+def search_sizes(payload: dict[str, Any]) -> dict[str, Any]:
+    """Stage-1 task: the best layouts of some cluster sizes by the estimate (runs in a worker).
 
-    Returns the layouts' scores (tokens/s by the estimate) by enumeration index, and counts.
+    Payload: ``problem``, ``sizes``, ``top`` (layouts kept per size; None keeps every one
+    that fits), ``version`` (of the store keys) and ``search`` (a token naming the plan: a
+    worker keeps one estimator for all the sizes of a plan it is given, so that they share
+    its caches: the compute model's op times, chunk ops, bounds). Returns, per size, the
+    kept layouts as (store key, enumeration index, row) best first; the counts
+    (``invalid``, ``estimated``, ``bounded``, ``memory_checked``, ``oom``, ``error``); and
+    the smallest peak memory of the layouts found out of memory (None: none was).
     """
     problem: _Problem = payload["problem"]
-    part, parts = payload["part"], payload["parts"]
-    layouts = problem.layouts()
-    estimator = Estimator()
-    counts = {"invalid": 0, "estimated": 0, "error": 0}
-    scores: list[tuple[int, float]] = []
+    if _WORKER.get("search") != payload["search"]:  # a worker's tasks share its caches
+        _WORKER.update(search=payload["search"], layouts=problem.layouts(), stage1=Stage1())
+    layouts, stage1 = _WORKER["layouts"], _WORKER["stage1"]
+    counts: Counter[str] = Counter()
+    peaks: list[float] = []
+    by_size: dict[int, list[tuple[int, dict[str, Any]]]] = {n: [] for n in payload["sizes"]}
     for index, (n, point) in enumerate(problem.points()):
-        if partition_of(point, parts) != part:
-            continue
-        score = _score(layouts, estimator, n, point, counts)
-        if score is not None:
-            scores.append((index, score))
-    return {"counts": counts, "scores": scores}
+        if n in by_size:
+            by_size[n].append((index, point))
+    top, version = payload["top"], payload["version"]
+    kept = {
+        n: _best_of_size(layouts, stage1, n, points, top, version, counts, peaks)
+        for n, points in by_size.items()
+    }
+    return {"kept": kept, "counts": dict(counts), "min_peak": min(peaks, default=None)}
 
 
-def _score(
+def _best_of_size(
     layouts: _Layouts,
-    estimator: Estimator,
+    stage1: Stage1,
     n: int,
-    point: dict[str, Any],
-    counts: dict[str, int],
-) -> float | None:
-    """Tokens per second of one layout by the estimate (None: invalid or untimeable)."""
-    try:
-        spec = layouts.spec(n, point)
-    except SpecError:
-        counts["invalid"] += 1
-        return None
-    except Exception:  # a rule that crashes is a bug elsewhere: counted, the search goes on
-        counts["error"] += 1
-        return None
-    try:
-        estimate = estimator.estimate(spec)
-    except Exception:  # a layout the estimator cannot time: counted, the search goes on
-        counts["error"] += 1
-        return None
-    counts["estimated"] += 1
-    return spec.parallel.global_batch_size * spec.model.seq_length / estimate.step_time_s
+    points: list[tuple[int, dict[str, Any]]],
+    top: int | None,
+    version: str,
+    counts: Counter[str],
+    peaks: list[float],
+) -> list[tuple[str, int, dict[str, Any]]]:
+    """The ``top`` layouts of one size by tokens/s that fit in memory (branch and bound).
+
+    Each layout's step time has a lower bound (its compute and pipeline fill alone:
+    :meth:`~simtrain.estimator.Estimator.lower_bound`), hence its tokens/s an upper
+    bound. Layouts are estimated from the highest bound down, and each that would enter
+    the best ``top`` so far is checked for memory. Once a layout's bound cannot beat the
+    ``top``-th best that fits, no later one's can: they are counted ``bounded`` and not
+    estimated. The result is the one estimating every layout would give (ties:
+    enumeration order).
+    """
+    estimator = stage1.estimator
+    queue: list[tuple[float, int, ExperimentSpec]] = []
+    for index, point in points:
+        try:
+            spec = layouts.spec(n, point)
+        except SpecError:
+            counts["invalid"] += 1
+            continue
+        except Exception:  # a rule that crashes is a bug elsewhere: counted, the search goes on
+            counts["error"] += 1
+            continue
+        try:
+            bound = _tokens(spec) / (estimator.lower_bound(spec) * _BOUND_SLACK)
+        except Exception:  # a layout the estimator cannot time: counted, the search goes on
+            counts["error"] += 1
+            continue
+        queue.append((-bound, index, spec))
+    queue.sort(key=lambda entry: entry[:2])
+    best: list[tuple[float, int, str, dict[str, Any]]] = []  # (-tokens/s, index, key, row)
+    for position, (negative_bound, index, spec) in enumerate(queue):
+        if top is not None and len(best) >= top and (negative_bound, index) > best[-1][:2]:
+            counts["bounded"] += len(queue) - position
+            break
+        try:
+            estimate = estimator.estimate(spec)
+        except Exception:  # a layout the estimator cannot time: counted, the search goes on
+            counts["error"] += 1
+            continue
+        counts["estimated"] += 1
+        entry = (-_tokens(spec) / estimate.step_time_s, index)
+        if top is not None and len(best) >= top and entry > best[-1][:2]:
+            continue
+        key = config_key(spec, version)
+        row = stage1.evaluate(key, spec, estimate)
+        counts["memory_checked"] += 1
+        if row["status"] == "oom":
+            counts["oom"] += 1
+            peaks.append(row["peak_memory_bytes"])
+        elif row["status"] == ESTIMATED:
+            bisect.insort(best, (*entry, key, row))
+            del best[len(best) if top is None else top :]
+        else:
+            counts["error"] += 1
+    return [(key, index, row) for _, index, key, row in best]
+
+
+_BOUND_SLACK = 1.0 - 1e-9
+"""The lower bound is shaded by rounding's worth, so that it never exceeds an estimate."""
+
+
+def _tokens(spec: ExperimentSpec) -> float:
+    """Tokens per step."""
+    return spec.parallel.global_batch_size * spec.model.seq_length
 
 
 @dataclass
@@ -344,46 +401,47 @@ class _Layouts:
             raise SpecError(str(exc)) from None
 
 
-STAGE1_PARTS_PER_WORKER = 4
-"""Stage-1 partitions per worker: the progress bar advances as each finishes."""
+STAGE1_POOL_MIN_LAYOUTS = 10_000
+"""Layouts from which stage 1 runs in the workers. Below, the driver searches them faster
+than worker processes start (each imports simtrain and fills caches of its own: about two
+seconds on two cores, the whole search of Llama 3 8B on up to 16 GPUs)."""
 
 
 def _stage1(
     problem: _Problem,
     points: list[tuple[int, dict[str, Any]]],
-    layouts: _Layouts,
-    stage1: Stage1,
     runner: Executor,
-    counts: dict[str, int],
+    top: int | None,
+    version: str,
     display: Progress,
-) -> list[tuple[int, float]]:
-    """Estimate every layout: in the executor's workers when there are several, else here.
+) -> dict[str, Any]:
+    """The best layouts of every size (:func:`search_sizes`).
 
-    Returns (enumeration index, tokens/s by the estimate) of each layout that could be
-    estimated; ``counts`` gains the invalid, estimated and error counts.
+    In the executor's workers, one task per size (the largest first), when there are
+    several and at least :data:`STAGE1_POOL_MIN_LAYOUTS` layouts; else here.
     """
-    scores: list[tuple[int, float]] = []
-    if runner.num_workers <= 1:
-        advance = display.stage("estimating", len(points))
-        for index, (n, point) in enumerate(points):
-            advance()
-            score = _score(layouts, stage1.estimator, n, point, counts)
-            if score is not None:
-                scores.append((index, score))
-        return scores
-    parts = runner.num_workers * STAGE1_PARTS_PER_WORKER
-    sizes = [0] * parts
-    for _, point in points:
-        sizes[partition_of(point, parts)] += 1
+    sizes = Counter(n for n, _ in points)
     advance = display.stage("estimating", len(points))
-    tasks = ((str(part), {"problem": problem, "part": part, "parts": parts})
-             for part in range(parts))  # fmt: skip
-    for part, done in runner.map_unordered(estimate_partition, tasks):
-        for name, value in done["counts"].items():
-            counts[name] += value
-        scores += done["scores"]
-        advance(sizes[int(part)])
-    return sorted(scores)
+    base = {"problem": problem, "top": top, "version": version,
+            "search": f"{os.getpid()}-{time.time_ns()}"}  # fmt: skip
+    if runner.num_workers <= 1 or len(sizes) == 1 or len(points) < STAGE1_POOL_MIN_LAYOUTS:
+        try:
+            done = search_sizes({**base, "sizes": tuple(sizes)})
+        finally:
+            _WORKER.clear()  # the driver keeps no caches past the plan
+        advance(len(points))
+        return done
+    merged: dict[str, Any] = {"kept": {}, "counts": Counter(), "min_peak": None}
+    tasks = ((str(n), {**base, "sizes": (n,)}) for n, _ in sizes.most_common())
+    for n, done in runner.map_unordered(search_sizes, tasks):
+        if "kept" not in done:  # the worker died: the task's row says why
+            raise SpecError(f"the estimate of {n} GPUs failed ({done.get('error', '?')})")
+        merged["kept"].update(done["kept"])
+        merged["counts"].update(done["counts"])
+        peaks = [p for p in (merged["min_peak"], done["min_peak"]) if p is not None]
+        merged["min_peak"] = min(peaks, default=None)
+        advance(sizes[int(n)])
+    return merged
 
 
 def whole_run(
@@ -494,9 +552,8 @@ def plan(
     from simtrain.api import simtrain_version
 
     version = simtrain_version()
-    counts = dict.fromkeys(("enumerated", "invalid", "estimated", "memory_checked", "oom",
-                            "simulated", "from_store", "error"), 0)  # fmt: skip
-    stage1 = Stage1()
+    counts = dict.fromkeys(("enumerated", "invalid", "estimated", "bounded", "memory_checked",
+                            "oom", "simulated", "from_store", "error"), 0)  # fmt: skip
     points = list(problem.points())
     counts["enumerated"] = len(points)
     check_executor(executor, address)
@@ -509,31 +566,24 @@ def plan(
         stage_wall_s[name], clock[0] = now - clock[0], now
 
     try:
-        scores = _stage1(problem, points, layouts, stage1, runner, counts, display)
+        found = _stage1(problem, points, runner, None if exhaustive else simulate_top, version,
+                        display)  # fmt: skip
+        # A search small enough for the driver has few picks to simulate: they run here too,
+        # where simtrain is warm, rather than in workers that would start cold.
+        small = executor == "local" and len(points) < STAGE1_POOL_MIN_LAYOUTS and not exhaustive
+        des_runner = InlineExecutor() if small else runner
+        for name, value in found["counts"].items():
+            counts[name] += value
         lap("estimate")
-        ranked: dict[int, list[tuple[float, int]]] = {n: [] for n in sizes}
-        for index, score in scores:
-            ranked[points[index][0]].append((score, index))
+        rows: dict[str, dict[str, Any]] = {}
         chosen: dict[str, ExperimentSpec] = {}
         per_size: dict[int, list[str]] = {}
-        check = display.stage("memory", counts["estimated"] if exhaustive else None)
         for n in sizes:
-            ranked[n].sort(key=lambda entry: (-entry[0], entry[1]))  # ties: enumeration order
             per_size[n] = []
-            for _, index in ranked[n]:
-                if not exhaustive and len(per_size[n]) >= simulate_top:
-                    break
-                spec = layouts.spec(n, points[index][1])
-                key = config_key(spec, version)
-                row = stage1.evaluate(key, spec)
-                counts["memory_checked"] += 1
-                check()
-                if row["status"] == "oom":
-                    counts["oom"] += 1
-                elif row["status"] == ESTIMATED:
-                    per_size[n].append(key)
-                    chosen[key] = spec
-        lap("memory")
+            for key, index, row in found["kept"].get(n, []):
+                per_size[n].append(key)
+                chosen[key] = layouts.spec(n, points[index][1])
+                rows[key] = row
         price = (
             usd_per_gpu_hour if usd_per_gpu_hour is not None else preset_usd_per_gpu_hour(acc.name)
         )
@@ -544,7 +594,7 @@ def plan(
             goodput, days, cost, held = whole_run(
                 spec, step, price, failure_preset, num_runs, spares
             )
-            estimated = stage1.rows[key].get("estimate_step_time_s")
+            estimated = rows[key].get("estimate_step_time_s")
             return PlanOption(
                 num_gpus=n,
                 parallel={k: getattr(spec.parallel, k) for k in _PARALLEL_KEYS},
@@ -565,7 +615,7 @@ def plan(
         # Each size's plan by the estimate; then the sizes picked are simulated (all with
         # exhaustive), their plans replaced by the best simulated layout, until the picks
         # rest on simulations.
-        options = {n: option(n, per_size[n][0], stage1.rows[per_size[n][0]], False)
+        options = {n: option(n, per_size[n][0], rows[per_size[n][0]], False)
                    for n in sizes if per_size[n]}  # fmt: skip
         lap("whole_run")
         results = open_store(store, resume, overwrite=not resume)
@@ -580,7 +630,7 @@ def plan(
                 if not todo:
                     break
                 batch = {k: chosen[k] for n in sorted(todo) for k in per_size[n]}
-                simulate_configurations(batch, results, version, runner, display)
+                simulate_configurations(batch, results, version, des_runner, display)
                 stored = results.get_all()
                 for n in todo:
                     done = [(stored[k], k) for k in per_size[n]
@@ -612,7 +662,7 @@ def plan(
                 "num_params": num_params, "optimistic_min_gpus": n_lo, "sizes": sizes,
                 "batch_tokens": batch_tokens},
     )  # fmt: skip
-    result.advice = advice(result, stage1, failures)
+    result.advice = advice(result, found["min_peak"], failures)
     result.stage_wall_s = stage_wall_s
     result.wall_time_s = time.perf_counter() - began
     return result
@@ -628,7 +678,7 @@ def _picks(options: list[PlanOption]) -> tuple[PlanOption | None, PlanOption | N
     )
 
 
-def advice(result: PlanResult, stage1: Stage1, failures: list[str]) -> str:
+def advice(result: PlanResult, smallest_peak: float | None, failures: list[str]) -> str:
     """What would work when no plan meets the deadline, or nothing fits; "" otherwise.
 
     The GPUs a deadline needs are read off the fastest option tried: at its throughput per
@@ -640,9 +690,9 @@ def advice(result: PlanResult, stage1: Stage1, failures: list[str]) -> str:
     if not result.options and failures:
         return f"the best layouts by the estimate could not be simulated ({failures[0]})"
     if not result.options:
-        peaks = [row["peak_memory_bytes"] for row in stage1.rows.values()
-                 if row.get("peak_memory_bytes")]  # fmt: skip
-        smallest = f"; the smallest peak found is {min(peaks) / 1e9:.0f} GB" if peaks else ""
+        smallest = (
+            f"; the smallest peak found is {smallest_peak / 1e9:.0f} GB" if smallest_peak else ""
+        )
         tried = f"{sizes[0]:,}-{sizes[-1]:,}" if len(sizes) > 1 else f"{sizes[0]:,}"
         return (
             f"no layout fits in memory on {tried} GPUs{smallest}; more GPUs (--max-gpus) "

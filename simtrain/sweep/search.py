@@ -67,11 +67,14 @@ class Stage1:
     rows: dict[str, dict[str, Any]] = field(default_factory=dict)
     _capacity: dict[str, float] = field(default_factory=dict)
 
-    def evaluate(self, key: str, spec: ExperimentSpec) -> dict[str, Any]:
+    def evaluate(
+        self, key: str, spec: ExperimentSpec, estimate: StepEstimate | None = None
+    ) -> dict[str, Any]:
         """The row of one configuration: ``oom`` (pruned), ``estimated`` or ``error``.
 
         Like the simulation task (:func:`simtrain.sweep.evaluate.evaluate`), a configuration
         that cannot be timed is an ``error`` row with the message, never an exception.
+        ``estimate``: the configuration's estimate when the caller has it already.
         """
         row = self.rows.get(key)
         if row is not None:
@@ -88,7 +91,7 @@ class Stage1:
             if reason:
                 row.update(status="oom", error=reason)
             else:
-                estimate = self.estimator.estimate(spec)
+                estimate = estimate or self.estimator.estimate(spec)
                 row.update(estimate_metrics(spec, estimate))
                 row.update(status=ESTIMATED, error="", estimate_step_time_s=estimate.step_time_s)
         except Exception as exc:  # recorded, and the search goes on

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import pairwise, permutations
 
-import networkx as nx
 import numpy as np
 
 from simtrain.catalog.node_wirings import NODE_WIRINGS, NodeWiring
@@ -123,6 +122,8 @@ def wired_paths(wiring: NodeWiring) -> dict[tuple[int, int], list[int]]:
         >>> wired_paths(MI250X)[(0, 6)], wired_paths(MI250X)[(0, 3)]
         ([0, 6], [0, 1, 3])
     """
+    import networkx as nx  # wired nodes only (MI250X); most runs never import it
+
     bw = pair_bandwidths(wiring)
     graph = nx.Graph()
     graph.add_nodes_from(range(wiring.num_devices))

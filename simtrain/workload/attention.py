@@ -11,7 +11,9 @@ and twice that backward. They differ in what the hardware does:
   does without flash attention: a batched GEMM for QK^T, a fused scale-mask-softmax kernel,
   dropout on the probabilities, and a batched GEMM for AV; the b·a·s² score tensor is written
   and read several times, so long sequences become memory-bound. A sliding window only masks
-  scores here: the GEMMs still compute every (query, key) pair.
+  scores here: the GEMMs still compute every (query, key) pair. Megatron's fused softmax
+  kernel only runs for some shapes (:func:`fused_softmax_runs`); otherwise the layer falls
+  back to PyTorch's path: five kernels each way on an fp32 copy of the scores.
 
 ALiBi adds a per-head linear bias to the scores. The flash kernel reads one bias row per head
 and sequence (b·a·s_kv 16-bit values, BLOOM's broadcast ``alibi`` tensor); the unfused path
@@ -41,6 +43,61 @@ def _memory(name: str, phase: str, size_bytes: float, layer: int) -> Op:
 def alibi_bias_bytes(batch_heads: int, s_kv: int) -> float:
     """Bytes of the ALiBi bias rows a fused kernel reads: one 16-bit row per head and sequence."""
     return float(batch_heads * s_kv * ACT_BYTES)
+
+
+# Megatron's fused softmax kernel processes this many (batch x head) score matrices per CTA
+# (4 warps of one row-batch each when the key length exceeds 128, two per warp below).
+FUSED_SOFTMAX_BATCHES_PER_BLOCK = 4
+FUSED_SOFTMAX_BATCHES_PER_BLOCK_SHORT = 8
+FUSED_SOFTMAX_MAX_KEYS = 16384
+
+
+def fused_softmax_runs(batch_heads: int, s_q: int, s_kv: int) -> bool:
+    """Whether Megatron's fused scale-mask-softmax kernel takes these scores.
+
+    ``FusedScaleMaskSoftmax.is_kernel_available`` requires 16 < s_kv <= 16,384, both
+    lengths multiples of 4, and the batch x heads count a multiple of the kernel's batches
+    per block; otherwise the scores go through PyTorch's softmax path
+    (docs/references/frameworks.md §Megatron fused softmax).
+
+    Examples:
+        >>> fused_softmax_runs(16, 1024, 1024), fused_softmax_runs(2, 1024, 1024)
+        (True, False)
+    """
+    per_block = (
+        FUSED_SOFTMAX_BATCHES_PER_BLOCK_SHORT if s_kv <= 128 else FUSED_SOFTMAX_BATCHES_PER_BLOCK
+    )
+    return (
+        16 < s_kv <= FUSED_SOFTMAX_MAX_KEYS
+        and s_q % 4 == 0
+        and s_kv % 4 == 0
+        and batch_heads % per_block == 0
+    )
+
+
+def _softmax_ops(scores: int, layer: int) -> tuple[list[Op], list[Op]]:
+    """Megatron's fused scale-mask-softmax kernels on ``scores`` elements.
+
+    One kernel each way on the 16-bit scores: read and write forward; gradient, probabilities
+    and result backward.
+    """
+    forward = [_memory("scale_mask_softmax", "fwd", 2 * scores * ACT_BYTES, layer)]
+    backward = [_memory("scale_mask_softmax_bwd", "bwd_input", 3 * scores * ACT_BYTES, layer)]
+    return forward, backward
+
+
+def _torch_softmax_ops(scores: int, layer: int) -> tuple[list[Op], list[Op]]:
+    """PyTorch's softmax path, taken when the fused kernel cannot run.
+
+    With Megatron's fp32 softmax under query-key layer scaling: cast to fp32, scale, masked
+    fill (reading the byte mask), softmax and cast back, and the autograd mirror of each
+    backward (bytes per score element).
+    """
+    forward = (("cast_fp32", 6), ("scale", 8), ("mask_fill", 9), ("softmax", 8), ("cast", 6))
+    backward = (("cast_fp32", 6), ("softmax", 12), ("mask_fill", 9), ("scale", 8), ("cast", 6))
+    fwd = [_memory(f"torch_{name}", "fwd", per * scores, layer) for name, per in forward]
+    bwd = [_memory(f"torch_{name}_bwd", "bwd_input", per * scores, layer) for name, per in backward]
+    return fwd, bwd
 
 
 def attention_core(
@@ -107,6 +164,8 @@ def attention_core(
         )  # type: ignore[arg-type]
         return (forward,), (backward,)
     scores = batch_heads * s_q * s_kv  # elements of the score / probability matrix
+    fused = fused_softmax_runs(batch_heads, s_q, s_kv)
+    softmax_f, softmax_b = (_softmax_ops if fused else _torch_softmax_ops)(scores, layer)
     dropout_bytes = scores * (2 * ACT_BYTES + MASK_BYTES)
     dropout_f = [_memory("attention_dropout", "fwd", dropout_bytes, layer)] if dropout else []
     dropout_b = (
@@ -121,7 +180,7 @@ def attention_core(
     forward_ops = (
         *bias_f,
         bgemm("attention_scores", "fwd", s_q, s_kv, d),
-        _memory("scale_mask_softmax", "fwd", 2 * scores * ACT_BYTES, layer),
+        *softmax_f,
         *dropout_f,
         bgemm("attention_values", "fwd", s_q, d_v, s_kv),
     )
@@ -129,7 +188,7 @@ def attention_core(
         bgemm("attention_values_dprobs", "bwd_input", s_q, s_kv, d_v),
         bgemm("attention_values_dvalues", "bwd_input", s_kv, d_v, s_q),
         *dropout_b,
-        _memory("scale_mask_softmax_bwd", "bwd_input", 3 * scores * ACT_BYTES, layer),
+        *softmax_b,
         bgemm("attention_scores_dquery", "bwd_input", s_q, d, s_kv),
         bgemm("attention_scores_dkey", "bwd_input", s_kv, d, s_q),
     )

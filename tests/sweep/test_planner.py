@@ -68,7 +68,7 @@ def test_plan_picks_the_cheapest_in_time_and_simulates_the_picks(two_stage):
     assert best.cost_usd == pytest.approx(best.days * 24 * best.num_gpus * result.usd_per_gpu_hour)
     c = result.counts
     assert result.inputs["sizes"] == [3, 4, 6, 8]
-    assert c["enumerated"] == c["invalid"] + c["estimated"] + c["error"] > 200
+    assert c["enumerated"] == c["invalid"] + c["estimated"] + c["bounded"] + c["error"] > 200
     assert 1 <= c["simulated"] <= 2 * len(result.options)
     assert not all(o.simulated for o in result.options)  # sizes not picked: estimate only
 

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from simtrain.errors import SpecError
 from simtrain.specs.calibration import ComputeCalibration
+from simtrain.specs.safe_yaml import load_yaml_text
 
 CALIBRATION_DIR = Path(__file__).parent
 INHERIT_FROM = "a100"  # the best-measured part; others fall back to its fractions
@@ -29,7 +30,7 @@ def calibrations() -> dict[str, ComputeCalibration]:
     """Every calibration file, by name."""
     found = {}
     for path in sorted(CALIBRATION_DIR.glob("*.yaml")):
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml_text(path.read_text(encoding="utf-8"), str(path))
         cal = ComputeCalibration.model_validate(data)
         found[cal.name] = cal
     return found

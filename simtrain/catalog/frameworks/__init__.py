@@ -15,11 +15,11 @@ from functools import cache
 from importlib.resources import files
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from simtrain.errors import SpecError
 from simtrain.specs.framework import DEFAULT_FRAMEWORK, FieldSource, FrameworkProfile
+from simtrain.specs.safe_yaml import load_yaml_text
 
 __all__ = ["DEFAULT_FRAMEWORK", "framework_names", "get_framework"]
 
@@ -45,7 +45,7 @@ def _raw(name: str, seen: tuple[str, ...] = ()) -> dict[str, Any]:
     if name in seen:
         raise SpecError(f"framework profile '{name}' extends itself ({' -> '.join(seen)})")
     text = files(__package__).joinpath(f"{name}.yaml").read_text(encoding="utf-8")
-    data = yaml.safe_load(text) or {}
+    data = load_yaml_text(text, f"{name}.yaml") or {}
     base = data.pop("extends", None)
     if base is not None:
         data = _deep_merge(_raw(base, (*seen, name)), data)
