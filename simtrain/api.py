@@ -14,6 +14,7 @@ from simtrain.compute.roofline import RooflineComputeModel, check_dtype
 from simtrain.engine import collective_choices, run_program
 from simtrain.engine.variability import speed_factors
 from simtrain.errors import SpecError
+from simtrain.gcpause import without_cyclic_gc
 from simtrain.limits import MAX_TASKS, MAX_TOPOLOGY_ELEMENTS, check_tasks, check_topology
 from simtrain.memory import estimate_memory
 from simtrain.metrics.flops import step_flops
@@ -109,6 +110,7 @@ def network_model_for(spec: ExperimentSpec) -> NetworkModel:
     return AlphaBetaNetwork.from_cluster(spec.cluster)
 
 
+@without_cyclic_gc
 def simulate(
     spec: ExperimentSpec,
     full: bool | None = None,
