@@ -235,7 +235,8 @@ def execute(
 
         def resume(_: simpy.Event) -> None:
             advance()
-            drain()
+            if runnable:
+                drain()
 
         return advance
 
@@ -276,7 +277,8 @@ def execute(
 
         def resume(_: simpy.Event) -> None:
             advance()
-            drain()
+            if runnable:
+                drain()
 
         def done(_: simpy.Event) -> None:
             nonlocal position, stage
@@ -286,7 +288,8 @@ def execute(
             position += 1
             stage = 0
             advance()
-            drain()
+            if runnable:
+                drain()
 
         return advance
 
@@ -346,7 +349,8 @@ def execute(
 
         def resume(_: simpy.Event) -> None:
             advance()
-            drain()
+            if runnable:
+                drain()
 
         def done(_: simpy.Event) -> None:
             nonlocal position, stage
@@ -361,7 +365,8 @@ def execute(
             position += 1
             stage = 0
             advance()
-            drain()
+            if runnable:
+                drain()
 
         return advance
 
