@@ -3,13 +3,13 @@
 Each (rank, stream) takes its tasks in program order and, for each, waits for the task's
 dependencies (counted down as tasks finish), then (for a collective split into one task per
 member, as in replayed traces) for every member to arrive, then holds for the task's
-duration. A stream is a small state machine driven by the callbacks of SimPy timeouts
-rather than a SimPy process: the callback at a task's end advances its stream and every
-stream that was parked on it, at that simulated time. So a task costs one event (its
-duration), waiting for a dependency or a collective's peers costs none, and a wait for the
-issuing host, or for a host task that ran ahead, costs one more (a hold). Streams start and
-end their tasks at the same times as generator processes would (no generator to resume, no
-event to wake a parked stream).
+duration. A stream is a small state machine driven by the callbacks of SimPy events
+rather than a SimPy process, so no generator is resumed per event: a timeout's callback
+ends a task and starts the stream's next one; a stream parked on a dependency is resumed by
+a zero-delay timeout scheduled when that dependency ends, behind whatever else is due at
+that instant (where a process's wake-up event would be queued), and the members of a
+collective by one rendezvous event. Streams thus advance in the same order, and tasks get
+the same times, as with one process per stream.
 
 The host thread that issues a rank's kernels (:mod:`simtrain.engine.host`) costs no event:
 its durations follow from the program, and it only ever waits for tasks its compute stream
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections import defaultdict, deque
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -35,6 +35,8 @@ import simpy
 from simtrain.engine.host import HOST_STREAM, HostPlan, HostTimes
 from simtrain.errors import EngineDeadlock
 from simtrain.parallel.program import Program
+
+Advance = Callable[[simpy.Event | None], None]  # a stream's step, also an event callback
 
 
 class EngineResult:
@@ -45,8 +47,9 @@ class EngineResult:
         end_s: end time of each task.
         step_time_s: time at which the last task ended.
         num_events: SimPy events processed: one timeout per task with a duration, one per
-            hold (a task waiting for its host, or for a host task that ran ahead), and one
-            per slowdown owed to a collective that started while a compute task ran.
+            hold (a task waiting for its host, or for a host task that ran ahead), one per
+            wake-up of a stream parked on a dependency, one per collective rendezvous, and
+            one per slowdown owed to a collective that started while a compute task ran.
         replay_wall_s: host seconds spent in the SimPy run itself.
         program: the program that was replayed, with its host tasks when a host issued it.
         replayed, replayed_start_s, replayed_end_s: the program as given (no host tasks)
@@ -167,10 +170,9 @@ def execute(
         key = tasks[index].collective_key
         if arrivals[key] > 1:
             keys[index] = key
-    gates: dict[str, list[Callable[[], None]]] = {key: [] for key in set(keys) if key}
-    parked: dict[int, Callable[[], None]] = {}  # task index -> its stream, waiting for it
-    runnable: deque[Callable[[], None]] = deque()  # streams to advance at the current time
-    holds = 0
+    gates: dict[str, simpy.Event] = {key: env.event() for key in set(keys) if key}
+    parked: dict[int, Advance] = {}  # task index -> the stream waiting for it
+    wakes = holds = 0
     # A task issued by a host task that ran ahead may not start before that host task ends.
     not_before = [0.0] * num_tasks
     host_start = [math.nan] * num_tasks if host is not None else []
@@ -181,6 +183,7 @@ def execute(
     )
 
     def finished(index: int, at: float) -> None:
+        nonlocal wakes
         for waiter in dependents.get(index, ()):
             pending[waiter] -= 1
             if at > not_before[waiter]:
@@ -188,29 +191,26 @@ def execute(
             if not pending[waiter]:
                 stream = parked.pop(waiter, None)
                 if stream is not None:
-                    runnable.append(stream)
+                    wakes += 1
+                    timeout(0).callbacks.append(stream)  # behind what is already due now
 
-    def drain() -> None:
-        """Advance every stream that an ended task (or a rendezvous) let go, at this time."""
-        while runnable:
-            runnable.popleft()()
-
-    def rendezvous(key: str, stream: Callable[[], None]) -> bool:
+    def rendezvous(key: str, stream: Advance) -> bool:
         """Arrive at collective ``key``; True for the last member (the others go with it)."""
         arrivals[key] -= 1
+        gate = gates[key]
         if arrivals[key]:
-            gates[key].append(stream)
+            gate.callbacks.append(stream)
             return False
-        runnable.extend(gates.pop(key))
+        gate.succeed()
         return True
 
-    def host_stream(indices: list[int]) -> Callable[[], None]:
+    def host_stream(indices: list[int]) -> Advance:
         """A host stream given by the program (replayed traces): runs ahead on its clock."""
         position, count = 0, len(indices)
         clock = 0.0  # the host's own time, at or ahead of the simulation's
         blocked = False  # stopped at the current task (held to its clock, or parked)
 
-        def advance() -> None:
+        def advance(_: simpy.Event | None = None) -> None:
             nonlocal position, clock, blocked, holds
             while position < count:
                 index = indices[position]
@@ -220,7 +220,7 @@ def execute(
                         blocked = True
                         if clock > now:
                             holds += 1
-                            timeout(clock - now).callbacks.append(resume)
+                            timeout(clock - now).callbacks.append(advance)
                             return
                     if pending[index]:
                         parked[index] = advance
@@ -233,19 +233,14 @@ def execute(
                 finished(index, clock)
                 position += 1
 
-        def resume(_: simpy.Event) -> None:
-            advance()
-            if runnable:
-                drain()
-
         return advance
 
-    def stream(indices: list[int]) -> Callable[[], None]:
+    def stream(indices: list[int]) -> Advance:
         """A stream that runs its tasks one after another, each when its dependencies end."""
         position, count = 0, len(indices)
         stage = 0  # of the current task: 0 new, 1 may start (held if it had to), 2 met peers
 
-        def advance() -> None:
+        def advance(_: simpy.Event | None = None) -> None:
             nonlocal position, stage, holds
             now = env.now
             while position < count:
@@ -257,7 +252,7 @@ def execute(
                     stage = 1
                     if not_before[index] > now:
                         holds += 1
-                        timeout(not_before[index] - now).callbacks.append(resume)
+                        timeout(not_before[index] - now).callbacks.append(advance)
                         return
                 if stage == 1 and keys[index]:
                     stage = 2
@@ -275,11 +270,6 @@ def execute(
                 position += 1
                 stage = 0
 
-        def resume(_: simpy.Event) -> None:
-            advance()
-            if runnable:
-                drain()
-
         def done(_: simpy.Event) -> None:
             nonlocal position, stage
             index = indices[position]
@@ -288,18 +278,16 @@ def execute(
             position += 1
             stage = 0
             advance()
-            if runnable:
-                drain()
 
         return advance
 
-    def compute_stream(rank: int, indices: list[int]) -> Callable[[], None]:
+    def compute_stream(rank: int, indices: list[int]) -> Advance:
         """A compute stream, issued by its rank's host and slowed by collectives in flight."""
         position, count = 0, len(indices)
         stage = 0  # as in stream()
         clock = 0.0  # the host thread's time: it issued everything up to here by then
 
-        def advance() -> None:
+        def advance(_: simpy.Event | None = None) -> None:
             nonlocal position, stage, clock, holds
             now = env.now
             while position < count:
@@ -324,7 +312,7 @@ def execute(
                             ready = clock
                     if ready > now:
                         holds += 1
-                        timeout(ready - now).callbacks.append(resume)
+                        timeout(ready - now).callbacks.append(advance)
                         return
                 if stage == 1 and keys[index]:
                     stage = 2
@@ -347,11 +335,6 @@ def execute(
                 position += 1
                 stage = 0
 
-        def resume(_: simpy.Event) -> None:
-            advance()
-            if runnable:
-                drain()
-
         def done(_: simpy.Event) -> None:
             nonlocal position, stage
             if contention is not None:
@@ -365,20 +348,20 @@ def execute(
             position += 1
             stage = 0
             advance()
-            if runnable:
-                drain()
 
         return advance
 
+    advances: list[Advance] = []
     for (rank, name), indices in streams.items():
         if name == "compute" and (host is not None or contention is not None):
-            runnable.append(compute_stream(rank, indices))
+            advances.append(compute_stream(rank, indices))
         elif name == HOST_STREAM:
-            runnable.append(host_stream(indices))
+            advances.append(host_stream(indices))
         else:
-            runnable.append(stream(indices))
+            advances.append(stream(indices))
     began = time.perf_counter()
-    drain()
+    for advance in advances:  # each stream's first tasks, in program order of the streams
+        advance()
     env.run()
     replay_wall_s = time.perf_counter() - began
     start_s, end_s = np.array(start), np.array(end)
@@ -387,7 +370,7 @@ def execute(
     for (_, name), indices in streams.items():
         if name == HOST_STREAM:  # a host stream runs ahead by arithmetic, without timeouts
             timeouts -= int(np.count_nonzero(durations[indices] > 0))
-    num_events = timeouts + holds
+    num_events = timeouts + holds + wakes + len(gates)
     if contention is not None:
         num_events += contention.owed
 
