@@ -37,6 +37,9 @@ from simtrain.errors import EngineDeadlock
 from simtrain.parallel.program import Program
 
 Advance = Callable[[simpy.Event | None], None]  # a stream's step, also an event callback
+# A stream's step and the function that breaks the reference cycle of its callbacks (each
+# refers to itself), so that a run's state is freed as soon as :func:`execute` returns.
+Stream = tuple[Advance, Callable[[], None]]
 
 
 class EngineResult:
@@ -204,7 +207,7 @@ def execute(
         gate.succeed()
         return True
 
-    def host_stream(indices: list[int]) -> Advance:
+    def host_stream(indices: list[int]) -> Stream:
         """A host stream given by the program (replayed traces): runs ahead on its clock."""
         position, count = 0, len(indices)
         clock = 0.0  # the host's own time, at or ahead of the simulation's
@@ -233,9 +236,13 @@ def execute(
                 finished(index, clock)
                 position += 1
 
-        return advance
+        def close() -> None:
+            nonlocal advance
+            del advance
 
-    def stream(indices: list[int]) -> Advance:
+        return advance, close
+
+    def stream(indices: list[int]) -> Stream:
         """A stream that runs its tasks one after another, each when its dependencies end."""
         position, count = 0, len(indices)
         stage = 0  # of the current task: 0 new, 1 may start (held if it had to), 2 met peers
@@ -279,9 +286,13 @@ def execute(
             stage = 0
             advance()
 
-        return advance
+        def close() -> None:
+            nonlocal advance, done
+            del advance, done
 
-    def compute_stream(rank: int, indices: list[int]) -> Advance:
+        return advance, close
+
+    def compute_stream(rank: int, indices: list[int]) -> Stream:
         """A compute stream, issued by its rank's host and slowed by collectives in flight."""
         position, count = 0, len(indices)
         stage = 0  # as in stream()
@@ -349,20 +360,31 @@ def execute(
             stage = 0
             advance()
 
-        return advance
+        def close() -> None:
+            nonlocal advance, done
+            del advance, done
 
-    advances: list[Advance] = []
+        return advance, close
+
+    made: list[Stream] = []
     for (rank, name), indices in streams.items():
         if name == "compute" and (host is not None or contention is not None):
-            advances.append(compute_stream(rank, indices))
+            made.append(compute_stream(rank, indices))
         elif name == HOST_STREAM:
-            advances.append(host_stream(indices))
+            made.append(host_stream(indices))
         else:
-            advances.append(stream(indices))
+            made.append(stream(indices))
+    num_gates = len(gates)
     began = time.perf_counter()
-    for advance in advances:  # each stream's first tasks, in program order of the streams
-        advance()
-    env.run()
+    try:
+        for advance, _ in made:  # each stream's first tasks, in program order of the streams
+            advance()
+        env.run()
+    finally:  # free the run's state by reference counting, deadlocked or not
+        for _, close in made:
+            close()
+        parked.clear()
+        gates.clear()
     replay_wall_s = time.perf_counter() - began
     start_s, end_s = np.array(start), np.array(end)
     durations = np.asarray(durations_s, dtype=float)
@@ -370,7 +392,7 @@ def execute(
     for (_, name), indices in streams.items():
         if name == HOST_STREAM:  # a host stream runs ahead by arithmetic, without timeouts
             timeouts -= int(np.count_nonzero(durations[indices] > 0))
-    num_events = timeouts + holds + wakes + len(gates)
+    num_events = timeouts + holds + wakes + num_gates
     if contention is not None:
         num_events += contention.owed
 
