@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -49,6 +50,8 @@ def time_tree(tree: Path, every: int) -> dict[str, float]:
     done = subprocess.run(
         [sys.executable, "-c", CHILD, str(tree), str(every), str(CSV_PATH)],
         cwd=tree,
+        # a baseline checked out in a temporary folder has no shared/reference above it
+        env={**os.environ, "SIMTRAIN_REFERENCE_DIR": str(CSV_PATH.parent)},
         capture_output=True,
         text=True,
         check=False,
