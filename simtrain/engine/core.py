@@ -156,9 +156,11 @@ def execute(
             arrivals[task.collective_key] += 1
             keyed.append(index)
         deps = task.deps
-        if deps:
-            if len(deps) > 1:
-                deps = set(deps)
+        if len(deps) == 1:
+            pending[index] = 1
+            dependents[deps[0]].append(index)
+        elif deps:
+            deps = set(deps)
             pending[index] = len(deps)
             for dep in deps:
                 dependents[dep].append(index)
