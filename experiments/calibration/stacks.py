@@ -351,38 +351,48 @@ def torchtitan_memory_rows() -> list[MemoryRow]:
 
     Eager bf16 rows and the compile/Float8 variants, as printed; layouts FSDP, FSDP x TP and
     FSDP x TP x PP. Seq 8,192; "selective" AC is torchtitan's default (every second layer).
-    The H200 runs (§C2d) are left out: their activation checkpointing is not stated.
+    Float8 rows (tables 1, 3, 4, 5: "compile + Float8") train in FP8 (``dtype: fp8``).
+    Under PP, FSDP keeps the gathered parameters between forward and backward (torchtitan's
+    reshard_after_forward=False under PP: ZeRO-2 here) and the local batch is split into as
+    many microbatches as there are pipeline stages (torchtitan's default
+    pipeline_parallel_microbatches: pp x stages per rank, 2 per rank for the interleaved
+    schedule), so 32 sequences make 8 microbatches of 4 (1F1B) or 16 of 2 (interleaved); see
+    docs/references/frameworks.md §torchtitan. The H200 runs (§C2d) are left out: their
+    activation checkpointing is not stated; so are the context-parallel rows (tables 2, 6).
     """
     h100 = {"accelerator": "H100-SXM", "gpus_per_node": 8, "scale_out_link": "roce-400g"}
 
-    def row(key, model, gpus, tp, pp, local, recompute, measured, cluster, capacity, **extra):
+    def row(key, model, gpus, tp, pp, local, recompute, measured, float8=False, vpp=1):
         dp = gpus // (tp * pp)
         parallel = {
             "tp": tp,
             "sp": tp > 1,
             "pp": pp,
-            "micro_batch_size": 1 if pp > 1 else local,
+            "micro_batch_size": local // (pp * vpp) if pp > 1 else local,
             "global_batch_size": local * dp,
             "zero_stage": 3 if pp == 1 else 2,
             **TORCHTITAN_RECOMPUTE[recompute],
-            **extra,
+            **({"pipeline_schedule": "interleaved", "vpp": vpp} if vpp > 1 else {}),
         }
+        training = {"framework": "torchtitan", **({"dtype": "fp8"} if float8 else {})}
         spec = {
             "name": f"torchtitan-memory-{key}",
             "model": llama_model(model),
             "parallel": parallel,
-            "cluster": {"num_gpus": gpus, **cluster},
-            "training": {"framework": "torchtitan"},
+            "cluster": {"num_gpus": gpus, **h100},
+            "training": training,
         }
-        return MemoryRow(key, spec, measured, capacity)
+        return MemoryRow(key, spec, measured, 96)
 
     return [
-        row("8b-fsdp8-eager", "Llama 3 8B", 8, 1, 1, 2, "selective", 82.4, h100, 96),
-        row("8b-fsdp8-compile", "Llama 3 8B", 8, 1, 1, 2, "selective", 77.0, h100, 96),
-        row("8b-fsdp128-eager", "Llama 3 8B", 128, 1, 1, 2, "selective", 67.0, h100, 96),
-        row("8b-fsdp128-compile", "Llama 3 8B", 128, 1, 1, 2, "selective", 62.0, h100, 96),
-        row("70b-fsdp32-tp8", "Llama 3 70B", 256, 8, 1, 16, "full", 71.9, h100, 96),
-        row("405b-fsdp8-tp8-pp8-1f1b", "Llama 3.1 405B", 512, 8, 8, 32, "full", 82.5, h100, 96),
+        row("8b-fsdp8-eager", "Llama 3 8B", 8, 1, 1, 2, "selective", 82.4),
+        row("8b-fsdp8-compile", "Llama 3 8B", 8, 1, 1, 2, "selective", 77.0),
+        row("8b-fsdp8-compile-float8", "Llama 3 8B", 8, 1, 1, 2, "selective", 76.8, True),
+        row("8b-fsdp128-eager", "Llama 3 8B", 128, 1, 1, 2, "selective", 67.0),
+        row("8b-fsdp128-compile", "Llama 3 8B", 128, 1, 1, 2, "selective", 62.0),
+        row("8b-fsdp128-compile-float8", "Llama 3 8B", 128, 1, 1, 2, "selective", 61.8, True),
+        row("70b-fsdp32-tp8", "Llama 3 70B", 256, 8, 1, 16, "full", 71.9, True),
+        row("405b-fsdp8-tp8-pp8-1f1b", "Llama 3.1 405B", 512, 8, 8, 32, "full", 82.5, True),
         row(
             "405b-fsdp8-tp8-pp8-interleaved",
             "Llama 3.1 405B",
@@ -392,9 +402,7 @@ def torchtitan_memory_rows() -> list[MemoryRow]:
             32,
             "full",
             72.7,
-            h100,
-            96,
-            pipeline_schedule="interleaved",
+            True,
             vpp=2,
         ),
     ]

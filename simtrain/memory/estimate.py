@@ -25,15 +25,19 @@ uncertainty of the capacity, either side) and ``oom``; only ``oom`` is out of me
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 
 from simtrain.catalog.frameworks import get_framework
 from simtrain.memory.activations import ACT_BYTES, MASK_BYTES, layer_activation_bytes, peak_inflight
 from simtrain.memory.model_states import (
+    FP8_GATHER_BYTES,
     WEIGHT_BYTES,
     fp8_copy_bytes,
+    fp8_gathers,
     rank_model_states,
     rank_params,
     rank_stages,
+    unsharded_grad_bytes,
 )
 from simtrain.parallel.overlap import step_actions
 from simtrain.parallel.schedules import Action
@@ -138,13 +142,17 @@ def _activations(
     def mode(layer: int) -> str:
         return "none" if p.recompute == "full" and layer not in full else p.recompute
 
-    fp8 = spec.training.dtype in FP8_DTYPES
+    habits = get_framework(spec.training.framework).memory
+    # the linear layers' saved inputs are 8-bit only where the stack keeps FP8 copies of them
+    fp8 = spec.training.dtype in FP8_DTYPES and habits.fp8_saves_8bit_inputs
     modules, fp8_act = p.selective_modules, spec.training.activation_fp8_input_store
+    gathered = habits.tp_saves_gathered_inputs and p.sp and t > 1
+    layer = partial(
+        layer_activation_bytes, m, b, t, p.sp, cp=p.cp, flash_attention=flash, fp8=fp8,
+        fp8_act_input=fp8_act, gathered_inputs=gathered,
+    )  # fmt: skip
     per_layer = [
-        layer_activation_bytes(
-            m, b, t, p.sp, mode(i), p.cp, m.is_moe_layer(i), flash, fp8, modules, fp8_act
-        )
-        for i in layers
+        layer(recompute=mode(i), moe_layer=m.is_moe_layer(i), modules=modules) for i in layers
     ]
     count = peak_inflight(actions)
     chunk = sum(per_layer) / len(stages)  # a (stage, microbatch) holds one chunk's layers
@@ -156,17 +164,29 @@ def _activations(
         )
     if 0 in stages and m.embedding_norm:  # the norm's input, kept for its backward
         items["activations.embedding_norm"] = ACT_BYTES * sbh * peak_inflight(actions, {0}) / sp_div
-    if p.pp * p.vpp - 1 in stages:
-        # what the stack's loss keeps per logit (Korthikanti §4: 4 bytes, fp32 logits)
-        per_logit = get_framework(spec.training.framework).memory.logits_bytes_per_element
+    last = p.pp * p.vpp - 1
+    if last in stages:
+        # what the stack's loss keeps per logit at its peak (Korthikanti §4: 4 bytes, fp32
+        # logits); a vocabulary split over TP runs the stack's vocabulary-parallel loss
+        per_logit = (
+            habits.vocab_parallel_logits_bytes_per_element
+            if t > 1
+            else habits.logits_bytes_per_element
+        )
         logits = per_logit * m.seq_length / p.cp * b * m.vocab_size / t
-        items["activations.output_layer"] = 4 * sbh / sp_div + logits
+        # the final norm's input and the LM head's input (whole when the stack gathers it)
+        head_input = ACT_BYTES * sbh / (1 if gathered else sp_div)
+        items["activations.output_layer"] = ACT_BYTES * sbh / sp_div + head_input + logits
+    if p.pp > 1 and habits.pipeline_keeps_stage_outputs:
+        # each in-flight microbatch's stage output, kept by the engine for its backward
+        sending = set(stages) - {last}
+        if sending:
+            items["activations.stage_outputs"] = (
+                ACT_BYTES * sbh / sp_div * peak_inflight(actions, sending)
+            )
     if p.recompute == "full" and layers:
         items["activations.recompute_working"] = max(
-            layer_activation_bytes(
-                m, b, t, p.sp, "none", p.cp, m.is_moe_layer(i), flash, fp8, None, fp8_act
-            )
-            for i in layers
+            layer(recompute="none", moe_layer=m.is_moe_layer(i)) for i in layers
         )
     return items, chunk, count / p.vpp
 
@@ -186,7 +206,11 @@ def _buffers(spec: ExperimentSpec, stage: int) -> dict[str, float]:
         # The layer being computed plus what the stack prefetches (FSDP: one unit ahead;
         # DeepSpeed: up to its prefetch bucket).
         sharding = get_framework(spec.training.framework).sharding
-        unit = WEIGHT_BYTES * rank_params(spec, stage).largest_layer
+        params = rank_params(spec, stage)
+        unit = WEIGHT_BYTES * params.largest_layer
+        if fp8_gathers(spec):  # the layer's linear weights arrive in FP8
+            linear_per_layer = params.linear_weights / max(len(params.layers), 1)
+            unit -= (WEIGHT_BYTES - FP8_GATHER_BYTES) * linear_per_layer
         ahead = sharding.prefetch_units * unit
         if sharding.gather_granularity != "per_unit":
             ahead = min(ahead, sharding.prefetch_bytes)
@@ -211,6 +235,7 @@ def estimate_stage_memory(
     actions = (schedule or _schedule(spec))[stage]
     states = rank_model_states(spec, stage)
     fp8_copies = fp8_copy_bytes(spec, stage)
+    unsharded_grads = unsharded_grad_bytes(spec, stage)
     activations, chunk, inflight = _activations(spec, stage, actions)
     buffers = _buffers(spec, stage)
     habits = get_framework(spec.training.framework).memory
@@ -224,6 +249,7 @@ def estimate_stage_memory(
         "weights": states.weights,
         **({"weights.fp8_copies": fp8_copies} if fp8_copies else {}),
         "gradients": states.gradients,
+        **({"gradients.unsharded_accumulation": unsharded_grads} if unsharded_grads else {}),
         "optimizer": states.optimizer,
         **activations,
         **buffers,
@@ -232,7 +258,7 @@ def estimate_stage_memory(
     return MemoryEstimate(
         stage=stage,
         weights_bytes=states.weights + fp8_copies,
-        gradients_bytes=states.gradients,
+        gradients_bytes=states.gradients + unsharded_grads,
         optimizer_bytes=states.optimizer,
         activations_bytes=sum(activations.values()),
         buffers_bytes=sum(buffers.values()),

@@ -34,3 +34,38 @@ def test_no_run_that_ran_is_out_of_memory(path):
 def test_torchtitan_runs_with_reported_memory_are_not_out_of_memory(row):
     spec = experiment_from_dict(row.spec_dict, row.key)
     assert estimate_memory(spec, row.capacity_gib * 2**30).fits
+
+
+# torchtitan's reported peaks (GiB reserved, the maximum over the ranks) against simtrain's
+# worst rank. The 3-D runs (FSDP x TP x PP on 405B) are still about a quarter under: what the
+# stack keeps there beyond the modelled mechanisms is not known (notes in README's "Software
+# stacks"); they are expected failures that must start passing when it is found.
+GAPS = {"405b-fsdp8-tp8-pp8-1f1b", "405b-fsdp8-tp8-pp8-interleaved"}
+ROWS = torchtitan_memory_rows()
+
+
+def _error(row) -> float:
+    spec = experiment_from_dict(row.spec_dict, row.key)
+    peak = estimate_memory(spec, row.capacity_gib * 2**30).peak_bytes
+    return peak / (row.measured_gib * 2**30) - 1
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        pytest.param(r, marks=pytest.mark.xfail(strict=True, reason="3-D gap"))
+        if r.key in GAPS
+        else r
+        for r in ROWS
+    ],
+    ids=lambda r: r.key,
+)
+def test_torchtitan_reported_peaks_within_10_percent(row):
+    assert abs(_error(row)) <= 0.10, f"{_error(row):+.1%}"
+
+
+@pytest.mark.parametrize("row", [r for r in ROWS if r.key in GAPS], ids=lambda r: r.key)
+def test_the_pipelined_gap_is_an_underestimate_of_at_most_30_percent(row):
+    """Before the PP mechanisms (unsharded gradients, torchtitan's microbatch count) these
+    runs were 61-68 % under; they must stay within 30 %, on the low side."""
+    assert -0.30 <= _error(row) < 0
