@@ -513,9 +513,10 @@ def trend_table(rows: list[Row], predicted: dict[str, float]) -> list[dict[str, 
 def memory_fit_rows(rows: list[MemoryRow]) -> list[MemoryRow]:
     """Declared scope of the allocator fit: the 1-D FSDP runs, fit part of the split.
 
-    The FSDP x TP and FSDP x TP x PP runs are left out of the fit (and reported) because they
-    depend on mechanisms simtrain does not model (Float8 all-gathers, FSDP2 keeping unsharded
-    gradients across pipeline microbatches).
+    The FSDP x TP and FSDP x TP x PP runs are left out of the fit (and reported): they test
+    the stack mechanisms of the framework profile (FP8 all-gathers, DTensor TP's gathered
+    inputs, the vocabulary-parallel loss, FSDP2's unsharded gradients under pipelining), which
+    come from documentation, not from a fit.
     """
     return [r for r in rows if "fsdp" in r.key and "tp" not in r.key and not held_out(r.key)]
 

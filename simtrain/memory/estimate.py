@@ -8,7 +8,8 @@ Korthikanti's extra terms (docs/references/training-runs.md §2.4): the embeddin
 on the rank of stage 0 (s·b·h per microbatch in flight, /t under SP) and the final norm,
 output layer and fp32 logits on the rank of the last stage (4·s·b·h/t·(1 + V/h), for the one
 microbatch between its forward and loss backward). Full recompute adds one layer's
-rematerialised activations during a backward.
+rematerialised activations during a backward; on the last stage only what exceeds the loss
+phase, which is over before any layer is recomputed.
 
 Buffers: pipeline send/receive of activations and gradients (4·2·s·b·h, /t under SP), the
 sequence-parallel all-gather buffer (2·s·b·h), the data-parallel bucket being reduced when
@@ -173,7 +174,7 @@ def _activations(
             if t > 1
             else habits.logits_bytes_per_element
         )
-        logits = per_logit * m.seq_length / p.cp * b * m.vocab_size / t
+        logits = per_logit * _logits(spec, stage)
         # the final norm's input and the LM head's input (whole when the stack gathers it)
         head_input = ACT_BYTES * sbh / (1 if gathered else sp_div)
         items["activations.output_layer"] = ACT_BYTES * sbh / sp_div + head_input + logits
@@ -189,6 +190,14 @@ def _activations(
             layer(recompute="none", moe_layer=m.is_moe_layer(i)) for i in layers
         )
     return items, chunk, count / p.vpp
+
+
+def _logits(spec: ExperimentSpec, stage: int) -> float:
+    """Logits of one microbatch on pipeline rank ``stage``'s TP rank (0 off the last stage)."""
+    m, p = spec.model, spec.parallel
+    if p.pp * p.vpp - 1 not in rank_stages(p.pp, p.vpp, p.pipeline_schedule, stage):
+        return 0.0
+    return m.seq_length / p.cp * p.micro_batch_size * m.vocab_size / p.tp
 
 
 def _buffers(spec: ExperimentSpec, stage: int) -> dict[str, float]:
@@ -220,6 +229,24 @@ def _buffers(spec: ExperimentSpec, stage: int) -> dict[str, float]:
     return items
 
 
+def _one_phase_at_a_time(activations: dict[str, float], loss_cache: float) -> None:
+    """Count the recompute working set only beyond what the loss phase holds (in place).
+
+    The loss (logits, the LM head's and final norm's inputs, and the allocator's cached
+    logits block) lives from the end of a microbatch's forward until the LM head's backward;
+    a layer's recomputation starts after that, in the blocks the loss freed. The two never
+    coexist on a rank, so the peak holds the larger of them, not their sum.
+    """
+    loss_phase = activations.get("activations.output_layer", 0.0) + loss_cache
+    working = activations.get("activations.recompute_working", 0.0)
+    if loss_phase and working:
+        excess = working - loss_phase
+        if excess > 0:
+            activations["activations.recompute_working"] = excess
+        else:
+            del activations["activations.recompute_working"]
+
+
 def _schedule(spec: ExperimentSpec) -> dict[int, list[Action]]:
     """Every pipeline rank's actions; one stage is gradient accumulation whatever the schedule."""
     return step_actions(spec.parallel)
@@ -239,10 +266,13 @@ def estimate_stage_memory(
     activations, chunk, inflight = _activations(spec, stage, actions)
     buffers = _buffers(spec, stage)
     habits = get_framework(spec.training.framework).memory
+    loss_cache = habits.loss_cached_bytes_per_element * _logits(spec, stage)
+    _one_phase_at_a_time(activations, loss_cache)
     transient = sum(activations.values()) + sum(buffers.values())
     overhead = {
         "overhead.runtime": habits.runtime_reserved_bytes,
         "overhead.allocator": habits.allocator_overhead_fraction * transient,
+        "overhead.loss_cache": loss_cache,
     }
     overhead = {k: v for k, v in overhead.items() if v > 0}
     breakdown = {

@@ -238,11 +238,9 @@ def unsharded_grad_bytes(spec: ExperimentSpec, rank: int) -> float:
     gradient reduction to the last microbatch (profile ``sharding.pipeline_defers_grad_reduce``)
     holds one unsharded gradient per parameter of the rank until its last backward, in the
     reduction dtype (``unsharded_grad_dtype: reduce``, FSDP2) or in 16 bits (``param``).
-    Zero otherwise (gradients reduced microbatch by microbatch, or no pipeline).
-
-    Examples:
-        A rank holding P parameters (after TP) keeps 4·P bytes under FSDP2 with fp32
-        reduction: for Llama 3.1 405B on pp = 8, tp = 8 about 6.4e9 parameters, 26 GB.
+    Zero otherwise (gradients reduced microbatch by microbatch, or no pipeline). A rank
+    holding P parameters (after TP) keeps 4·P bytes under FSDP2 with fp32 reduction: Llama 3.1
+    405B on pp = 8, tp = 8 puts about 6.2e9 parameters on a rank, 25 GB.
     """
     p = spec.parallel
     sharding = get_framework(spec.training.framework).sharding

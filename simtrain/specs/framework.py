@@ -128,6 +128,13 @@ class MemoryHabits(Spec):
     """As ``logits_bytes_per_element`` when the vocabulary is split over TP (t > 1): what
     the stack's vocabulary-parallel cross-entropy holds per logit at its peak (Megatron: 4,
     fp32 logits; PyTorch's loss_parallel: 16, at its fused backward)."""
+    loss_cached_bytes_per_element: float = bounded(
+        ge=0, le=16, why="more than the largest loss tensor's 4 bytes per logit, four times"
+    )
+    """Bytes per logit the caching allocator holds reserved at the loss's peak beyond its
+    live tensors: eager cross-entropy frees the 16-bit logits (2 bytes) before the backward,
+    whose fp32 tensors (4 bytes per logit) cannot reuse that cached block, so it stays
+    reserved; 0 for a fused loss."""
     tp_saves_gathered_inputs: bool
     """Under sequence parallelism the column-parallel linear layers (QKV, MLP input, LM head)
     keep their all-gathered, whole-sequence input for the weight gradient (PyTorch DTensor
