@@ -153,3 +153,32 @@ def test_torchao_fp8_saves_16_bit_linear_inputs():
 
     assert layers("torchtitan", "fp8") == layers("torchtitan", "bf16")
     assert layers("megatron-core", "fp8") < layers("megatron-core", "bf16")
+
+
+def test_the_allocator_keeps_the_freed_16_bit_logits_block_at_the_loss():
+    """2 bytes per logit (the 16-bit logits freed before the backward, whose fp32 tensors do
+    not fit in that block) on the last stage only; nothing for Megatron's fused loss."""
+    spec = pipelined()
+    m = spec.model
+    logits = m.seq_length * m.vocab_size / 2  # micro-batch 1, tp = 2
+    last = estimate_stage_memory(spec, 80e9, 1).breakdown_bytes
+    assert last["overhead.loss_cache"] == pytest.approx(2 * logits)
+    assert "overhead.loss_cache" not in estimate_stage_memory(spec, 80e9, 0).breakdown_bytes
+    megatron = estimate_stage_memory(pipelined(framework="megatron-core"), 80e9, 1)
+    assert "overhead.loss_cache" not in megatron.breakdown_bytes
+
+
+@pytest.mark.parametrize("framework", ["torchtitan", "megatron-core"])
+def test_the_loss_phase_and_a_layer_recompute_never_add_up(framework):
+    """Under full recomputation the last stage's peak holds the larger of the loss phase and
+    one layer's recomputation: their sum would count tensors that never coexist."""
+    spec = pipelined("parallel.recompute=full", framework=framework)
+    last = estimate_stage_memory(spec, 80e9, 1)
+    first = estimate_stage_memory(spec, 80e9, 0)
+    working = first.breakdown_bytes["activations.recompute_working"]  # no loss on stage 0
+    loss_phase = last.breakdown_bytes["activations.output_layer"] + last.breakdown_bytes.get(
+        "overhead.loss_cache", 0.0
+    )
+    excess = last.breakdown_bytes.get("activations.recompute_working", 0.0)
+    assert excess == pytest.approx(max(0.0, working - loss_phase))
+    assert loss_phase + excess == pytest.approx(max(loss_phase, working))
