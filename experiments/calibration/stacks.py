@@ -357,17 +357,21 @@ def torchtitan_memory_rows() -> list[MemoryRow]:
     many microbatches as there are pipeline stages (torchtitan's default
     pipeline_parallel_microbatches: pp x stages per rank, 2 per rank for the interleaved
     schedule), so 32 sequences make 8 microbatches of 4 (1F1B) or 16 of 2 (interleaved); see
-    docs/references/frameworks.md §torchtitan. The H200 runs (§C2d) are left out: their
-    activation checkpointing is not stated; so are the context-parallel rows (tables 2, 6).
+    docs/references/frameworks.md §torchtitan. Context-parallel rows (tables 2, 6): FSDP
+    shards over FSDP x CP (8 ranks in every row), each rank holds seq / cp tokens of a
+    sequence. The H200 runs (§C2d) are left out: their activation checkpointing is not stated.
     """
     h100 = {"accelerator": "H100-SXM", "gpus_per_node": 8, "scale_out_link": "roce-400g"}
 
-    def row(key, model, gpus, tp, pp, local, recompute, measured, float8=False, vpp=1):
-        dp = gpus // (tp * pp)
+    def row(key, model, gpus, tp, pp, local, recompute, measured, float8=False, vpp=1, cp=1):
+        # context-parallel rows run 32K tokens of a sequence per rank (tables 2 and 6)
+        seq = 32768 * cp if "-cp" in key else None
+        dp = gpus // (tp * pp * cp)
         parallel = {
             "tp": tp,
             "sp": tp > 1,
             "pp": pp,
+            "cp": cp,
             "micro_batch_size": local // (pp * vpp) if pp > 1 else local,
             "global_batch_size": local * dp,
             "zero_stage": 3 if pp == 1 else 2,
@@ -377,7 +381,7 @@ def torchtitan_memory_rows() -> list[MemoryRow]:
         training = {"framework": "torchtitan", **({"dtype": "fp8"} if float8 else {})}
         spec = {
             "name": f"torchtitan-memory-{key}",
-            "model": llama_model(model),
+            "model": llama_model(model, seq),
             "parallel": parallel,
             "cluster": {"num_gpus": gpus, **h100},
             "training": training,
@@ -404,6 +408,36 @@ def torchtitan_memory_rows() -> list[MemoryRow]:
             72.7,
             True,
             vpp=2,
+        ),
+        *(
+            row(
+                f"8b-fsdp{8 // cp}-cp{cp}-{32 * cp}k",
+                "Llama 3 8B",
+                8,
+                1,
+                1,
+                1,
+                "full",
+                gib,
+                True,
+                cp=cp,
+            )
+            for cp, gib in ((1, 83.9), (2, 84.2), (4, 84.0), (8, 84.5))
+        ),
+        *(
+            row(
+                f"405b-fsdp{8 // cp}-cp{cp}-tp8-pp8-{32 * cp}k",
+                "Llama 3.1 405B",
+                512,
+                8,
+                8,
+                8,
+                "full",
+                gib,
+                True,
+                cp=cp,
+            )
+            for cp, gib in ((1, 75.3), (2, 75.9), (4, 77.1), (8, 84.9))
         ),
     ]
 
@@ -518,7 +552,8 @@ def memory_fit_rows(rows: list[MemoryRow]) -> list[MemoryRow]:
     inputs, the vocabulary-parallel loss, FSDP2's unsharded gradients under pipelining), which
     come from documentation, not from a fit.
     """
-    return [r for r in rows if "fsdp" in r.key and "tp" not in r.key and not held_out(r.key)]
+    one_d = [r for r in rows if "tp" not in r.key and "-cp" not in r.key]
+    return [r for r in one_d if not held_out(r.key)]
 
 
 def memory_report(fit: bool) -> None:
