@@ -59,7 +59,7 @@ import vtrain
 
 from simtrain.api import compute_model_for, network_model_for
 from simtrain.compute import calibration_for
-from simtrain.compute.fitting import nelder_mead
+from simtrain.compute.fitting import golden_section, nelder_mead
 from simtrain.engine import run_program
 from simtrain.parallel.builder import build_program
 from simtrain.specs.calibration import ComputeCalibration, HostCalibration
@@ -196,30 +196,18 @@ def fit_small_work(runs: list[Run], base: ComputeCalibration) -> ComputeCalibrat
 
 def fit_large_work(runs: list[Run], base: ComputeCalibration) -> ComputeCalibration:
     """Golden-section search of the sustained compute fraction in [0.5, 1]."""
-    cache: dict[float, float] = {}
 
     def loss(fraction: float) -> float:
-        if fraction not in cache:
-            cal = with_constants(base, {"sustained_compute_fraction": fraction})
-            cache[fraction] = mean_abs_log(runs, cal)
-            print(
-                f"  sustained {fraction:.4f} -> mean |log error| {cache[fraction]:.4f}",
-                file=sys.stderr,
-                flush=True,
-            )
-        return cache[fraction]
+        cal = with_constants(base, {"sustained_compute_fraction": fraction})
+        value = mean_abs_log(runs, cal)
+        print(
+            f"  sustained {fraction:.4f} -> mean |log error| {value:.4f}",
+            file=sys.stderr,
+            flush=True,
+        )
+        return value
 
-    low, high = 0.5, 1.0
-    ratio = (math.sqrt(5) - 1) / 2
-    a, b = high - ratio * (high - low), low + ratio * (high - low)
-    while high - low > 0.01:
-        if loss(a) < loss(b):
-            high, b = b, a
-            a = high - ratio * (high - low)
-        else:
-            low, a = a, b
-            b = low + ratio * (high - low)
-    best = min(cache, key=cache.get)
+    best = golden_section(loss, 0.5, 1.0, 0.01)
     return with_constants(base, {"sustained_compute_fraction": round(best, 3)})
 
 

@@ -45,6 +45,7 @@ from vendor_splits import SPLITS
 from simtrain.api import compute_model_for, load_experiment, network_model_for
 from simtrain.catalog import get_accelerator
 from simtrain.compute import calibration_for
+from simtrain.compute.fitting import golden_section
 from simtrain.engine import run_program
 from simtrain.engine.variability import speed_factors
 from simtrain.metrics.flops import step_flops
@@ -112,26 +113,15 @@ def mean_abs_log(runs: list[Run], cal: ComputeCalibration) -> float:
     return float(np.mean([abs(math.log(r.simulate(cal) / r.measured_s)) for r in runs]))
 
 
-def golden(loss, low: float, high: float, tol: float = 0.005) -> float:
-    """Minimiser of a unimodal ``loss`` on [low, high]."""
-    ratio = (math.sqrt(5) - 1) / 2
-    cache: dict[float, float] = {}
+def golden(loss, low: float, high: float) -> float:
+    """Minimiser of a unimodal ``loss`` on [low, high], each evaluation printed."""
 
-    def f(x: float) -> float:
-        if x not in cache:
-            cache[x] = loss(x)
-            print(f"    {x:.4f} -> {cache[x]:.4f}", file=sys.stderr, flush=True)
-        return cache[x]
+    def logged(x: float) -> float:
+        value = loss(x)
+        print(f"    {x:.4f} -> {value:.4f}", file=sys.stderr, flush=True)
+        return value
 
-    a, b = high - ratio * (high - low), low + ratio * (high - low)
-    while high - low > tol:
-        if f(a) < f(b):
-            high, b = b, a
-            a = high - ratio * (high - low)
-        else:
-            low, a = a, b
-            b = low + ratio * (high - low)
-    return min(cache, key=cache.get)
+    return golden_section(logged, low, high, 0.005)
 
 
 def with_sustained(cal: ComputeCalibration, fraction: float) -> ComputeCalibration:

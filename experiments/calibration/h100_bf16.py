@@ -20,7 +20,8 @@ The split, declared here before any fit ran:
   PyTorch FSDP H100 rows (``stacks.py`` suite ``ibm-fsdp``) and Llama 3 405B on 8,192 H100
   (``experiments/validation/llama3``), BF16 runs of two other stacks.
 
-FP8 rows (NeMo, LLM Foundry ``amp_fp8``) do not use the BF16 ceiling and do not move.
+FP8 runs (NeMo, LLM Foundry ``amp_fp8``) use the BF16 ceiling only for their BF16 GEMMs (the LM
+head): NeMo's step-time MAPE moves from 6.3 to 6.4 % (``fit.py --dataset nemo --report``).
 ``--report`` prints the errors with the catalog's constants without fitting. The error is
 simulated / measured throughput - 1 (tokens/s per GPU; TF/s per GPU for Llama 3).
 """
@@ -39,6 +40,7 @@ import numpy as np
 from experiments.calibration import stacks
 from simtrain.api import compute_model_for, network_model_for
 from simtrain.compute import calibration_for
+from simtrain.compute.fitting import golden_section
 from simtrain.engine import run_program
 from simtrain.engine.variability import speed_factors
 from simtrain.parallel.builder import build_program
@@ -116,25 +118,13 @@ def mean_abs_log(chosen: list[Case], calibration: ComputeCalibration) -> float:
 def fit(all_cases: list[Case], base: ComputeCalibration) -> float:
     """Golden-section search of the BF16 ceiling in [0.5, MAMF] on the fit rows."""
     chosen = [c for c in all_cases if c.row_set == "fit"]
-    cache: dict[float, float] = {}
 
     def loss(ceiling: float) -> float:
-        if ceiling not in cache:
-            cache[ceiling] = mean_abs_log(chosen, with_ceiling(base, ceiling))
-            print(f"  ceiling {ceiling:.4f} -> {cache[ceiling]:.4f}", file=sys.stderr)
-        return cache[ceiling]
+        value = mean_abs_log(chosen, with_ceiling(base, ceiling))
+        print(f"  ceiling {ceiling:.4f} -> {value:.4f}", file=sys.stderr)
+        return value
 
-    low, high = 0.5, MAMF_BF16
-    ratio = (math.sqrt(5) - 1) / 2
-    a, b = high - ratio * (high - low), low + ratio * (high - low)
-    while high - low > 0.002:
-        if loss(a) < loss(b):
-            high, b = b, a
-            a = high - ratio * (high - low)
-        else:
-            low, a = a, b
-            b = low + ratio * (high - low)
-    return round(min(cache, key=cache.get), 4)
+    return round(golden_section(loss, 0.5, MAMF_BF16, 0.002), 4)
 
 
 def report(all_cases: list[Case], calibration: ComputeCalibration) -> list[dict]:

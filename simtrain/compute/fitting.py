@@ -2,7 +2,8 @@
 
 Calibration fits have a handful of parameters and a cheap objective, so a derivative-free
 Nelder-Mead simplex in a transformed space is enough; the transforms keep each parameter in
-its physical range (efficiencies in (0, 1), lengths and costs non-negative).
+its physical range (efficiencies in (0, 1), lengths and costs non-negative). A fit of one
+constant uses a golden-section search on its interval.
 
 Examples:
     >>> x = nelder_mead(lambda p: (p[0] - 3.0) ** 2 + (p[1] + 1.0) ** 2, [0.0, 0.0])
@@ -66,6 +67,37 @@ def nelder_mead(
                 simplex = [best + 0.5 * (p - best) for p in simplex]
                 values = [values[0], *(objective(p) for p in simplex[1:])]
     return simplex[int(np.argmin(values))]
+
+
+def golden_section(
+    loss: Callable[[float], float], low: float, high: float, tolerance: float
+) -> float:
+    """The point of lowest ``loss`` found on [low, high] by golden-section search.
+
+    ``loss`` is taken as unimodal; the search stops once the bracket is narrower than
+    ``tolerance``, and each point is evaluated once (fits print every evaluation).
+
+    Examples:
+        >>> round(golden_section(lambda x: (x - 0.7) ** 2, 0.0, 1.0, 1e-4), 3)
+        0.7
+    """
+    cache: dict[float, float] = {}
+
+    def value(x: float) -> float:
+        if x not in cache:
+            cache[x] = loss(x)
+        return cache[x]
+
+    ratio = (math.sqrt(5) - 1) / 2
+    a, b = high - ratio * (high - low), low + ratio * (high - low)
+    while high - low > tolerance:
+        if value(a) < value(b):
+            high, b = b, a
+            a = high - ratio * (high - low)
+        else:
+            low, a = a, b
+            b = low + ratio * (high - low)
+    return min(cache, key=cache.__getitem__)
 
 
 def to_unit(x: float) -> float:
