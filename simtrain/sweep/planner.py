@@ -63,6 +63,7 @@ from simtrain.specs.parallel import ParallelSpec
 from simtrain.specs.reliability import ReliabilitySpec, RestartRecoverySpec
 from simtrain.specs.training import TrainingSpec
 from simtrain.sweep.enumerate import config_key
+from simtrain.sweep.evaluate import collector_paused
 from simtrain.sweep.executors import Executor, InlineExecutor, check_executor, get_executor
 from simtrain.sweep.run import open_store, preset_usd_per_gpu_hour, simulate_configurations
 from simtrain.sweep.search import ESTIMATED, Stage1
@@ -279,10 +280,11 @@ def search_sizes(payload: dict[str, Any]) -> dict[str, Any]:
         if n in by_size:
             by_size[n].append((index, point))
     top, version = payload["top"], payload["version"]
-    kept = {
-        n: _best_of_size(layouts, stage1, n, points, top, version, counts, peaks)
-        for n, points in by_size.items()
-    }
+    with collector_paused():
+        kept = {
+            n: _best_of_size(layouts, stage1, n, points, top, version, counts, peaks)
+            for n, points in by_size.items()
+        }
     return {"kept": kept, "counts": dict(counts), "min_peak": min(peaks, default=None)}
 
 
