@@ -10,7 +10,10 @@ start method. Workers ignore SIGINT from their first instruction (they are start
 driver ignores it, and an ignored signal stays ignored across ``exec``), so a Ctrl-C at the
 terminal, which signals the whole process group, reaches only the driver, which stops them;
 they exit by themselves if the driver is killed. The pool starts on the first task and lives
-until :meth:`LocalExecutor.close`, so one pool serves several maps (a planner's stages).
+until :meth:`LocalExecutor.close`, so one pool serves several maps (a planner's stages);
+:meth:`LocalExecutor.start` starts it early, its workers importing the ``preload`` modules
+in the background while the driver works (a small plan's estimates run in the driver while
+the workers that will simulate its picks warm up).
 A worker that dies (killed, out of host memory) breaks the pool: it is rebuilt and the
 configurations that were in flight rerun one at a time; one whose worker dies twice while it
 runs alone is recorded as an error.
@@ -18,6 +21,7 @@ runs alone is recorded as an error.
 
 from __future__ import annotations
 
+import importlib
 import multiprocessing
 import os
 import signal
@@ -43,6 +47,10 @@ class Executor(Protocol):
 
     num_workers: int
 
+    def start(self) -> None:
+        """Start the workers now rather than on the first task (no-op where there are none)."""
+        ...
+
     def map_unordered(self, task: Task, items: Iterable[Item]) -> Iterator[tuple[str, Any]]:
         """Yield ``(key, task(payload))`` for every item, in completion order."""
         ...
@@ -52,11 +60,12 @@ class Executor(Protocol):
         ...
 
 
-def _init_worker(driver_pid: int) -> None:
-    """Ignore Ctrl-C (the driver handles it) and exit when the driver dies (SIGKILL).
+def _init_worker(driver_pid: int, preload: tuple[str, ...] = ()) -> None:
+    """Ignore Ctrl-C (the driver handles it), exit when the driver dies (SIGKILL), import.
 
     A killed driver cannot stop its pool, and a pool worker never sees its task queue close,
-    so each worker polls its parent id: once the driver is gone it is re-parented.
+    so each worker polls its parent id: once the driver is gone it is re-parented. The
+    ``preload`` modules are imported before the worker takes its first task.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
@@ -66,6 +75,8 @@ def _init_worker(driver_pid: int) -> None:
         os._exit(1)
 
     threading.Thread(target=watch, name="simtrain-driver-watch", daemon=True).start()
+    for name in preload:
+        importlib.import_module(name)
 
 
 def _started() -> None:
@@ -86,6 +97,9 @@ class InlineExecutor:
 
     num_workers = 1
 
+    def start(self) -> None:
+        """Nothing to start."""
+
     def map_unordered(self, task: Task, items: Iterable[Item]) -> Iterator[tuple[str, Any]]:
         """Yield ``(key, task(payload))`` for every item, in order."""
         for key, payload in items:
@@ -96,11 +110,23 @@ class InlineExecutor:
 
 
 class LocalExecutor:
-    """A pool of local worker processes (all cores by default)."""
+    """A pool of local worker processes (all cores by default).
 
-    def __init__(self, num_workers: int | None = None) -> None:
+    Args:
+        num_workers: worker processes (default: one per core).
+        preload: modules each worker imports when it starts (those of the tasks it will
+            run), so that a pool started early (:meth:`start`) is warm when they come.
+    """
+
+    def __init__(self, num_workers: int | None = None, preload: tuple[str, ...] = ()) -> None:
         self.num_workers = num_workers or os.cpu_count() or 1
+        self.preload = preload
         self._pool: ProcessPoolExecutor | None = None
+
+    def start(self) -> None:
+        """Start the workers now; they import the preload modules in the background."""
+        if self._pool is None:
+            self._pool = self._new_pool()
 
     def _new_pool(self) -> ProcessPoolExecutor:
         """A pool whose workers are all started now, with SIGINT ignored while they start."""
@@ -108,7 +134,7 @@ class LocalExecutor:
             max_workers=self.num_workers,
             mp_context=multiprocessing.get_context("spawn"),
             initializer=_init_worker,
-            initargs=(os.getpid(),),
+            initargs=(os.getpid(), self.preload),
         )
         main = threading.current_thread() is threading.main_thread()
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
@@ -237,6 +263,9 @@ class RayExecutor:
         self._ray = ray
         self.num_workers = int(ray.available_resources().get("CPU", 1)) or 1
 
+    def start(self) -> None:
+        """Nothing to start: Ray starts its workers itself."""
+
     def map_unordered(self, task: Task, items: Iterable[Item]) -> Iterator[tuple[str, Any]]:
         """Run ``task`` over ``items`` as Ray tasks, yielding results as they finish."""
         ray = self._ray
@@ -281,13 +310,20 @@ def check_executor(name: str, address: str | None) -> None:
         raise SpecError(f"'--address' needs --executor ray (got {address!r} with local)")
 
 
-def get_executor(name: str, num_workers: int | None = None, address: str | None = None) -> Executor:
+def get_executor(
+    name: str,
+    num_workers: int | None = None,
+    address: str | None = None,
+    preload: tuple[str, ...] = (),
+) -> Executor:
     """Build the executor ``name``; an unknown name lists the known ones.
+
+    ``preload``: modules a local worker imports when it starts (see :class:`LocalExecutor`).
 
     Raises:
         SpecError: unknown executor, an address given to the local executor, or Ray errors.
     """
     check_executor(name, address)
     if name == "local":
-        return LocalExecutor(num_workers)
+        return LocalExecutor(num_workers, preload)
     return RayExecutor(num_workers, address)
