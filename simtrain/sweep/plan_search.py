@@ -99,7 +99,7 @@ def search_sizes(payload: dict[str, Any]) -> dict[str, Any]:
     (``invalid``, ``estimated``, ``bounded``, ``memory_checked``, ``oom``, ``error``); and
     the smallest peak memory of the layouts found out of memory (None: none was).
     """
-    with collector_paused():  # the caches only grow: nothing for the collector to find
+    with collector_paused(freeze=True):  # the caches only grow, free of cycles
         problem: _Problem = payload["problem"]
         if _WORKER.get("search") != payload["search"]:  # a worker's tasks share its caches
             _WORKER.update(search=payload["search"], layouts=problem.layouts(), stage1=Stage1())
