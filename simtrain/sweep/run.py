@@ -28,7 +28,7 @@ from simtrain.report.progress import progress as progress_display
 from simtrain.specs.experiment import ExperimentSpec
 from simtrain.specs.sweep import SweepSpec, base_mapping, load_sweep
 from simtrain.sweep.enumerate import Candidate, candidates, count_points, sweep_groups
-from simtrain.sweep.evaluate import METRIC_COLUMNS, evaluate
+from simtrain.sweep.evaluate import METRIC_COLUMNS, collector_paused, evaluate
 from simtrain.sweep.executors import Executor, check_executor, get_executor
 from simtrain.sweep.search import DEFAULT_SIMULATE_TOP, ESTIMATED, Stage1, best_by_group
 from simtrain.sweep.store import ResultStore
@@ -128,9 +128,11 @@ def run_sweep(
             if exhaustive:
                 chosen = _every_pending(configurations, seen, display.stage("sweep", total))
             else:
-                chosen = _estimate_all(
-                    sweep, configurations, seen, estimates, top, display.stage("estimating", total)
-                )
+                with collector_paused():
+                    chosen = _estimate_all(
+                        sweep, configurations, seen, estimates, top,
+                        display.stage("estimating", total),
+                    )  # fmt: skip
             wanted = set(chosen)
             todo = {c.key: c.spec for c in seen if c.key in wanted and c.spec is not None}
             counts["from_store"] = sum(key in done for key in chosen)
