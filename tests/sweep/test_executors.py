@@ -1,5 +1,5 @@
 from simtrain.sweep.executors import LocalExecutor
-from tests.sweep.helpers import die_on_two
+from tests.sweep.helpers import die_on_two, imported
 
 
 def test_a_dying_worker_is_retried_once_then_recorded_and_the_rest_finish():
@@ -8,3 +8,15 @@ def test_a_dying_worker_is_retried_once_then_recorded_and_the_rest_finish():
     assert set(results) == {"a", "b", "c", "d"}
     assert [results[k]["x"] for k in "acd"] == [1, 3, 4]
     assert results["b"]["status"] == "error" and "died" in results["b"]["error"]
+
+
+def test_a_started_pool_has_imported_its_preload_modules_before_the_first_task():
+    module = "simtrain.sweep.evaluate"
+    warm, cold = LocalExecutor(1, preload=(module,)), LocalExecutor(1)
+    try:
+        warm.start()
+        assert dict(warm.map_unordered(imported, [("a", module)]))["a"]["imported"]
+        assert not dict(cold.map_unordered(imported, [("a", module)]))["a"]["imported"]
+    finally:
+        warm.close()
+        cold.close()
