@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 import warnings
 from importlib.metadata import PackageNotFoundError, version
@@ -14,6 +15,7 @@ from simtrain.compute.roofline import RooflineComputeModel, check_dtype
 from simtrain.engine import collective_choices, run_program
 from simtrain.engine.variability import speed_factors
 from simtrain.errors import SpecError
+from simtrain.gcpause import without_cyclic_gc
 from simtrain.limits import MAX_TASKS, MAX_TOPOLOGY_ELEMENTS, check_tasks, check_topology
 from simtrain.memory import estimate_memory
 from simtrain.metrics.flops import step_flops
@@ -30,8 +32,9 @@ from simtrain.workload.counts import count_parameters
 __all__ = ["load_experiment", "simtrain_version", "simulate"]
 
 
+@functools.cache
 def simtrain_version() -> str:
-    """The installed simtrain version."""
+    """The installed simtrain version (read once: the metadata lookup costs ~0.4 ms)."""
     try:
         return version("simtrain")
     except PackageNotFoundError:  # running from a source tree without installing
@@ -109,6 +112,7 @@ def network_model_for(spec: ExperimentSpec) -> NetworkModel:
     return AlphaBetaNetwork.from_cluster(spec.cluster)
 
 
+@without_cyclic_gc
 def simulate(
     spec: ExperimentSpec,
     full: bool | None = None,

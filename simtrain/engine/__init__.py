@@ -8,6 +8,7 @@ from simtrain.compute.roofline import ComputeModel
 from simtrain.engine.core import EngineResult, execute
 from simtrain.engine.host import host_plan
 from simtrain.engine.timing import collective_choices, contended_durations, task_durations
+from simtrain.gcpause import without_cyclic_gc
 from simtrain.network.base import NetworkModel
 from simtrain.parallel.program import Program
 
@@ -21,6 +22,7 @@ __all__ = [
 ]
 
 
+@without_cyclic_gc
 def run_program(
     program: Program,
     compute: ComputeModel | None = None,

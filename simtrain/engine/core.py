@@ -1,9 +1,15 @@
 """The SimPy core: replay a :class:`~simtrain.parallel.program.Program` and time every task.
 
-One SimPy process runs per (rank, stream). It takes its tasks in program order and, for each,
-waits for the task's dependencies (counted down as tasks finish, so a stream only sleeps when
-it must), then (for a collective split into one task per member, as in replayed traces) for
-every member to arrive, then holds for the task's duration.
+Each (rank, stream) takes its tasks in program order and, for each, waits for the task's
+dependencies (counted down as tasks finish), then (for a collective split into one task per
+member, as in replayed traces) for every member to arrive, then holds for the task's
+duration. A stream is a small state machine driven by the callbacks of SimPy events
+rather than a SimPy process, so no generator is resumed per event: a timeout's callback
+ends a task and starts the stream's next one; a stream parked on a dependency is resumed by
+a zero-delay timeout scheduled when that dependency ends, behind whatever else is due at
+that instant (where a process's wake-up event would be queued), and the members of a
+collective by one rendezvous event. Streams thus advance in the same order, and tasks get
+the same times, as with one process per stream.
 
 The host thread that issues a rank's kernels (:mod:`simtrain.engine.host`) costs no event:
 its durations follow from the program, and it only ever waits for tasks its compute stream
@@ -21,7 +27,7 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import simpy
@@ -29,6 +35,11 @@ import simpy
 from simtrain.engine.host import HOST_STREAM, HostPlan, HostTimes
 from simtrain.errors import EngineDeadlock
 from simtrain.parallel.program import Program
+
+Advance = Callable[[simpy.Event | None], None]  # a stream's step, also an event callback
+# A stream's step and the function that breaks the reference cycle of its callbacks (each
+# refers to itself), so that a run's state is freed as soon as :func:`execute` returns.
+Stream = tuple[Advance, Callable[[], None]]
 
 
 class EngineResult:
@@ -38,8 +49,10 @@ class EngineResult:
         start_s: start time of each task, indexed like ``program.tasks``.
         end_s: end time of each task.
         step_time_s: time at which the last task ended.
-        num_events: SimPy events processed: timeouts, wake-ups of streams that waited for a
-            dependency, rendezvous gates, and the start and end of every stream process.
+        num_events: SimPy events processed: one timeout per task with a duration, one per
+            hold (a task waiting for its host, or for a host task that ran ahead), one per
+            wake-up of a stream parked on a dependency, one per collective rendezvous, and
+            one per slowdown owed to a collective that started while a compute task ran.
         replay_wall_s: host seconds spent in the SimPy run itself.
         program: the program that was replayed, with its host tasks when a host issued it.
         replayed, replayed_start_s, replayed_end_s: the program as given (no host tasks)
@@ -126,11 +139,12 @@ def execute(
     tasks = program.tasks
     num_tasks = len(tasks)
     env = simpy.Environment()
+    timeout = env.timeout
     start = [math.nan] * num_tasks
     end = [math.nan] * num_tasks
 
-    # Dependencies are counted down as tasks finish; a stream only yields (and only then
-    # creates an event) when its next task still waits for something.
+    # Dependencies are counted down as tasks finish; a stream whose next task still waits
+    # for one parks until the count reaches zero.
     pending = [0] * num_tasks
     dependents: dict[int, list[int]] = defaultdict(list)
     arrivals: dict[str, int] = defaultdict(int)
@@ -142,9 +156,14 @@ def execute(
             arrivals[task.collective_key] += 1
             keyed.append(index)
         deps = task.deps
-        for dep in deps if len(deps) < 2 else set(deps):
-            pending[index] += 1
-            dependents[dep].append(index)
+        if len(deps) == 1:
+            pending[index] = 1
+            dependents[deps[0]].append(index)
+        elif deps:
+            deps = set(deps)
+            pending[index] = len(deps)
+            for dep in deps:
+                dependents[dep].append(index)
     if host is not None:
         for index, waits in host.waits.items():  # the host's sync points not already deps
             for dep in waits:
@@ -157,145 +176,225 @@ def execute(
         if arrivals[key] > 1:
             keys[index] = key
     gates: dict[str, simpy.Event] = {key: env.event() for key in set(keys) if key}
-    wake: dict[int, simpy.Event] = {}
-    wakes = 0
-    holds = 0
+    parked: dict[int, Advance] = {}  # task index -> the stream waiting for it
+    wakes = holds = 0
     # A task issued by a host task that ran ahead may not start before that host task ends.
     not_before = [0.0] * num_tasks
     host_start = [math.nan] * num_tasks if host is not None else []
     tail_start = [math.nan] * num_tasks if host is not None else []
     issue_s, tail_s, sync_of = (host.issue_s, host.tail_s, host.sync) if host else ([], [], [])
+    contention = (
+        _Contention(program, durations_s, contended_s, keys) if contended_s is not None else None
+    )
 
     def finished(index: int, at: float) -> None:
+        nonlocal wakes
         for waiter in dependents.get(index, ()):
             pending[waiter] -= 1
             if at > not_before[waiter]:
                 not_before[waiter] = at
             if not pending[waiter]:
-                event = wake.pop(waiter, None)
-                if event is not None:
-                    event.succeed()
-
-    def host_process(indices: list[int]):
-        """A host stream given by the program (replayed traces): runs ahead on its clock."""
-        nonlocal wakes, holds
-        timeout = env.timeout
-        clock = 0.0  # the host's own time, at or ahead of the simulation's
-        for index in indices:
-            if pending[index]:
-                if clock > env.now:
-                    holds += 1
-                    yield timeout(clock - env.now)
-                if pending[index]:
-                    event = wake[index] = env.event()
+                stream = parked.pop(waiter, None)
+                if stream is not None:
                     wakes += 1
-                    yield event
-                clock = max(clock, env.now, not_before[index])
-            start[index] = clock
-            clock += durations_s[index]
-            end[index] = clock
-            finished(index, clock)
+                    timeout(0).callbacks.append(stream)  # behind what is already due now
 
-    def stream_process(indices: list[int]):
-        nonlocal wakes, holds
-        timeout = env.timeout
-        for index in indices:
-            if pending[index]:
-                event = wake[index] = env.event()
-                wakes += 1
-                yield event
-            now = env.now
-            if not_before[index] > now:
-                holds += 1
-                yield timeout(not_before[index] - now)
-                now = env.now
-            key = keys[index]
-            if key:
-                arrivals[key] -= 1
-                gate = gates[key]
-                if arrivals[key] == 0:
-                    gate.succeed()
-                else:
-                    yield gate
+    def rendezvous(key: str, stream: Advance) -> bool:
+        """Arrive at collective ``key``; True for the last member (the others go with it)."""
+        arrivals[key] -= 1
+        gate = gates[key]
+        if arrivals[key]:
+            gate.callbacks.append(stream)
+            return False
+        gate.succeed()
+        return True
+
+    def host_stream(indices: list[int]) -> Stream:
+        """A host stream given by the program (replayed traces): runs ahead on its clock."""
+        position, count = 0, len(indices)
+        clock = 0.0  # the host's own time, at or ahead of the simulation's
+        blocked = False  # stopped at the current task (held to its clock, or parked)
+
+        def advance(_: simpy.Event | None = None) -> None:
+            nonlocal position, clock, blocked, holds
+            while position < count:
+                index = indices[position]
+                if blocked or pending[index]:
                     now = env.now
-            start[index] = now
-            duration = durations_s[index]
-            if contention is not None:
-                contention.communicate(index, now, duration)
-            if duration > 0:
-                yield timeout(duration)
+                    if not blocked:
+                        blocked = True
+                        if clock > now:
+                            holds += 1
+                            timeout(clock - now).callbacks.append(advance)
+                            return
+                    if pending[index]:
+                        parked[index] = advance
+                        return
+                    blocked = False
+                    clock = max(clock, now, not_before[index])
+                start[index] = clock
+                clock += durations_s[index]
+                end[index] = clock
+                finished(index, clock)
+                position += 1
+
+        def close() -> None:
+            nonlocal advance
+            del advance
+
+        return advance, close
+
+    def stream(indices: list[int]) -> Stream:
+        """A stream that runs its tasks one after another, each when its dependencies end."""
+        position, count = 0, len(indices)
+        stage = 0  # of the current task: 0 new, 1 may start (held if it had to), 2 met peers
+
+        def advance(_: simpy.Event | None = None) -> None:
+            nonlocal position, stage, holds
+            now = env.now
+            while position < count:
+                index = indices[position]
+                if not stage:
+                    if pending[index]:
+                        parked[index] = advance
+                        return
+                    stage = 1
+                    if not_before[index] > now:
+                        holds += 1
+                        timeout(not_before[index] - now).callbacks.append(advance)
+                        return
+                if stage == 1 and keys[index]:
+                    stage = 2
+                    if not rendezvous(keys[index], advance):
+                        return
+                start[index] = now
+                duration = durations_s[index]
+                if contention is not None:
+                    contention.communicate(index, now, duration)
+                if duration > 0:
+                    timeout(duration).callbacks.append(done)
+                    return
+                end[index] = now
+                finished(index, now)
+                position += 1
+                stage = 0
+
+        def done(_: simpy.Event) -> None:
+            nonlocal position, stage
+            index = indices[position]
             now = end[index] = env.now
             finished(index, now)
+            position += 1
+            stage = 0
+            advance()
 
-    def compute_process(rank: int, indices: list[int]):
+        def close() -> None:
+            nonlocal advance, done
+            del advance, done
+
+        return advance, close
+
+    def compute_stream(rank: int, indices: list[int]) -> Stream:
         """A compute stream, issued by its rank's host and slowed by collectives in flight."""
-        nonlocal wakes, holds
-        timeout = env.timeout
+        position, count = 0, len(indices)
+        stage = 0  # as in stream()
         clock = 0.0  # the host thread's time: it issued everything up to here by then
-        for index in indices:
-            if pending[index]:
-                event = wake[index] = env.event()
-                wakes += 1
-                yield event
-            ready = not_before[index]
-            if issue_s:
-                tail = tail_s[index]
-                if tail > 0:
-                    tail_start[index] = clock
-                    clock += tail
-                for dep in sync_of[index]:
-                    if end[dep] > clock:
-                        clock = end[dep]
-                host_start[index] = clock
-                clock += issue_s[index]
-                if clock > ready:
-                    ready = clock
+
+        def advance(_: simpy.Event | None = None) -> None:
+            nonlocal position, stage, clock, holds
             now = env.now
-            if ready > now:
-                holds += 1
-                yield timeout(ready - now)
-                now = env.now
-            key = keys[index]
-            if key:
-                arrivals[key] -= 1
-                gate = gates[key]
-                if arrivals[key] == 0:
-                    gate.succeed()
-                else:
-                    yield gate
-                    now = env.now
-            start[index] = now
-            duration = durations_s[index]
-            if contention is not None:
-                duration = contention.compute(rank, index, now, duration)
-            if duration > 0:
-                yield timeout(duration)
+            while position < count:
+                index = indices[position]
+                if not stage:
+                    if pending[index]:
+                        parked[index] = advance
+                        return
+                    stage = 1
+                    ready = not_before[index]
+                    if issue_s:
+                        tail = tail_s[index]
+                        if tail > 0:
+                            tail_start[index] = clock
+                            clock += tail
+                        for dep in sync_of[index]:
+                            if end[dep] > clock:
+                                clock = end[dep]
+                        host_start[index] = clock
+                        clock += issue_s[index]
+                        if clock > ready:
+                            ready = clock
+                    if ready > now:
+                        holds += 1
+                        timeout(ready - now).callbacks.append(advance)
+                        return
+                if stage == 1 and keys[index]:
+                    stage = 2
+                    if not rendezvous(keys[index], advance):
+                        return
+                start[index] = now
+                duration = durations_s[index]
+                if contention is not None:
+                    duration = contention.compute(rank, index, now, duration)
+                if duration > 0:
+                    timeout(duration).callbacks.append(done)
+                    return
+                if contention is not None:
+                    owed = contention.settle(rank)
+                    if owed > 0:
+                        timeout(owed).callbacks.append(done)
+                        return
+                end[index] = now
+                finished(index, now)
+                position += 1
+                stage = 0
+
+        def done(_: simpy.Event) -> None:
+            nonlocal position, stage
             if contention is not None:
                 owed = contention.settle(rank)
-                while owed > 0:  # slowed further by collectives that started meanwhile
-                    yield timeout(owed)
-                    owed = contention.settle(rank)
+                if owed > 0:  # slowed further by collectives that started meanwhile
+                    timeout(owed).callbacks.append(done)
+                    return
+            index = indices[position]
             now = end[index] = env.now
             finished(index, now)
+            position += 1
+            stage = 0
+            advance()
 
-    contention = (
-        _Contention(program, durations_s, contended_s, keys) if contended_s is not None else None
-    )
-    for (rank, stream), indices in streams.items():
-        if stream == "compute" and (host is not None or contention is not None):
-            env.process(compute_process(rank, indices))
-        elif stream == HOST_STREAM:
-            env.process(host_process(indices))
+        def close() -> None:
+            nonlocal advance, done
+            del advance, done
+
+        return advance, close
+
+    made: list[Stream] = []
+    for (rank, name), indices in streams.items():
+        if name == "compute" and (host is not None or contention is not None):
+            made.append(compute_stream(rank, indices))
+        elif name == HOST_STREAM:
+            made.append(host_stream(indices))
         else:
-            env.process(stream_process(indices))
+            made.append(stream(indices))
+    num_gates = len(gates)
     began = time.perf_counter()
-    env.run()
+    try:
+        for advance, _ in made:  # each stream's first tasks, in program order of the streams
+            advance()
+        env.run()
+    finally:  # free the run's state by reference counting, deadlocked or not
+        for _, close in made:
+            close()
+        parked.clear()
+        gates.clear()
     replay_wall_s = time.perf_counter() - began
     start_s, end_s = np.array(start), np.array(end)
-    timeouts = sum(
-        1 for t, d in zip(tasks, durations_s, strict=True) if d > 0 and t.stream != HOST_STREAM
-    )
-    num_events = timeouts + holds + wakes + len(gates) + 2 * len(streams)
+    durations = np.asarray(durations_s, dtype=float)
+    timeouts = int(np.count_nonzero(durations > 0))
+    for (_, name), indices in streams.items():
+        if name == HOST_STREAM:  # a host stream runs ahead by arithmetic, without timeouts
+            timeouts -= int(np.count_nonzero(durations[indices] > 0))
+    num_events = timeouts + holds + wakes + num_gates
     if contention is not None:
         num_events += contention.owed
 

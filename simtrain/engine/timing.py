@@ -18,26 +18,42 @@ def task_durations(program: Program, compute: ComputeModel, network: NetworkMode
     """
     durations = []
     # Builders share one ops tuple among all tasks cut from the same op sequence, so a
-    # compute task's duration is computed once per distinct tuple.
+    # compute task's duration is computed once per distinct tuple; and one op object and one
+    # group tuple among the collectives a rank repeats (every microbatch's), so a single-op
+    # communication task is timed once per (op, group) object pair. Both models are pure.
     compute_cache: dict[int, float] = {}
+    comm_cache: dict[tuple[int, int], float] = {}
     for task in program.tasks:
         if task.duration_s is not None:
             durations.append(task.duration_s)
             continue
+        ops = task.ops
         if task.stream == "compute":
-            cached = compute_cache.get(id(task.ops))
+            cached = compute_cache.get(id(ops))
             if cached is None:
-                cached = compute_cache[id(task.ops)] = compute.task_time_s(task.ops)
+                cached = compute_cache[id(ops)] = compute.task_time_s(ops)
             durations.append(cached)
             continue
-        total = 0.0
-        for op in task.ops:  # communication streams hold communication ops only
-            if op.kind == "p2p":
-                total += network.p2p_time_s(task.group[0], task.group[1], op.comm_bytes)
-            else:
-                total += network.collective_time_s(op.comm, task.group, op.comm_bytes)  # type: ignore[arg-type]
-        durations.append(total)
+        if len(ops) == 1:
+            key = (id(ops[0]), id(task.group))
+            cached = comm_cache.get(key)
+            if cached is None:
+                cached = comm_cache[key] = _communication_s(task, network)
+            durations.append(cached)
+            continue
+        durations.append(_communication_s(task, network))
     return durations
+
+
+def _communication_s(task: Task, network: NetworkModel) -> float:
+    """Seconds of a communication task: its ops one after another."""
+    total = 0.0
+    for op in task.ops:  # communication streams hold communication ops only
+        if op.kind == "p2p":
+            total += network.p2p_time_s(task.group[0], task.group[1], op.comm_bytes)
+        else:
+            total += network.collective_time_s(op.comm, task.group, op.comm_bytes)  # type: ignore[arg-type]
+    return total
 
 
 class ContendedDurations:

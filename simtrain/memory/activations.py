@@ -90,6 +90,7 @@ def layer_activation_bytes(
     fp8: bool = False,
     modules: frozenset[str] | None = None,
     fp8_act_input: bool = False,
+    gathered_inputs: bool = False,
 ) -> float:
     """Bytes one layer stores for one microbatch between its forward and its backward.
 
@@ -107,7 +108,7 @@ def layer_activation_bytes(
     """
     parts = layer_activation_parts(
         model, micro_batch_size, tp, sp, recompute, cp, moe_layer, flash_attention, fp8,
-        modules, fp8_act_input,
+        modules, fp8_act_input, gathered_inputs,
     )  # fmt: skip
     return sum(parts.values())
 
@@ -124,6 +125,7 @@ def layer_activation_parts(
     fp8: bool = False,
     modules: frozenset[str] | None = None,
     fp8_act_input: bool = False,
+    gathered_inputs: bool = False,
 ) -> dict[str, float]:
     """Bytes one layer stores for one microbatch on one rank, by named part.
 
@@ -149,6 +151,9 @@ def layer_activation_parts(
         fp8: FP8 training (8-bit copies of linear-layer inputs).
         modules: selective recompute modules (only with ``recompute="selective"``).
         fp8_act_input: SwiGLU inputs kept in FP8.
+        gathered_inputs: under SP, the column-parallel linears keep their all-gathered
+            (whole-sequence) input rather than their shard (PyTorch DTensor TP): the two
+            normalised inputs count s·b·h each instead of s·b·h/t.
     """
     s, b, h = model.seq_length / cp, micro_batch_size, model.hidden_size
     sbh = s * b * h
@@ -168,7 +173,10 @@ def layer_activation_parts(
     parallel = model.block == "parallel"
     parts = {
         "norm_inputs": (1 if parallel else 2) * ACT_BYTES * sbh / rep,
-        "norm_outputs": (model.num_block_norms if parallel else 2) * gemm_in * sbh / rep,
+        "norm_outputs": (model.num_block_norms if parallel else 2)
+        * gemm_in
+        * sbh
+        / (1 if gathered_inputs else rep),
     }
     if model.dropout:
         parts["dropout_masks"] = 2 * MASK_BYTES * sbh / rep

@@ -8,7 +8,8 @@ Korthikanti's extra terms (docs/references/training-runs.md §2.4): the embeddin
 on the rank of stage 0 (s·b·h per microbatch in flight, /t under SP) and the final norm,
 output layer and fp32 logits on the rank of the last stage (4·s·b·h/t·(1 + V/h), for the one
 microbatch between its forward and loss backward). Full recompute adds one layer's
-rematerialised activations during a backward.
+rematerialised activations during a backward; on the last stage only what exceeds the loss
+phase, which is over before any layer is recomputed.
 
 Buffers: pipeline send/receive of activations and gradients (4·2·s·b·h, /t under SP), the
 sequence-parallel all-gather buffer (2·s·b·h), the data-parallel bucket being reduced when
@@ -25,15 +26,19 @@ uncertainty of the capacity, either side) and ``oom``; only ``oom`` is out of me
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 
 from simtrain.catalog.frameworks import get_framework
 from simtrain.memory.activations import ACT_BYTES, MASK_BYTES, layer_activation_bytes, peak_inflight
 from simtrain.memory.model_states import (
+    FP8_GATHER_BYTES,
     WEIGHT_BYTES,
     fp8_copy_bytes,
+    fp8_gathers,
     rank_model_states,
     rank_params,
     rank_stages,
+    unsharded_grad_bytes,
 )
 from simtrain.parallel.overlap import step_actions
 from simtrain.parallel.schedules import Action
@@ -138,13 +143,17 @@ def _activations(
     def mode(layer: int) -> str:
         return "none" if p.recompute == "full" and layer not in full else p.recompute
 
-    fp8 = spec.training.dtype in FP8_DTYPES
+    habits = get_framework(spec.training.framework).memory
+    # the linear layers' saved inputs are 8-bit only where the stack keeps FP8 copies of them
+    fp8 = spec.training.dtype in FP8_DTYPES and habits.fp8_saves_8bit_inputs
     modules, fp8_act = p.selective_modules, spec.training.activation_fp8_input_store
+    gathered = habits.tp_saves_gathered_inputs and p.sp and t > 1
+    layer = partial(
+        layer_activation_bytes, m, b, t, p.sp, cp=p.cp, flash_attention=flash, fp8=fp8,
+        fp8_act_input=fp8_act, gathered_inputs=gathered,
+    )  # fmt: skip
     per_layer = [
-        layer_activation_bytes(
-            m, b, t, p.sp, mode(i), p.cp, m.is_moe_layer(i), flash, fp8, modules, fp8_act
-        )
-        for i in layers
+        layer(recompute=mode(i), moe_layer=m.is_moe_layer(i), modules=modules) for i in layers
     ]
     count = peak_inflight(actions)
     chunk = sum(per_layer) / len(stages)  # a (stage, microbatch) holds one chunk's layers
@@ -156,19 +165,39 @@ def _activations(
         )
     if 0 in stages and m.embedding_norm:  # the norm's input, kept for its backward
         items["activations.embedding_norm"] = ACT_BYTES * sbh * peak_inflight(actions, {0}) / sp_div
-    if p.pp * p.vpp - 1 in stages:
-        # what the stack's loss keeps per logit (Korthikanti §4: 4 bytes, fp32 logits)
-        per_logit = get_framework(spec.training.framework).memory.logits_bytes_per_element
-        logits = per_logit * m.seq_length / p.cp * b * m.vocab_size / t
-        items["activations.output_layer"] = 4 * sbh / sp_div + logits
+    last = p.pp * p.vpp - 1
+    if last in stages:
+        # what the stack's loss keeps per logit at its peak (Korthikanti §4: 4 bytes, fp32
+        # logits); a vocabulary split over TP runs the stack's vocabulary-parallel loss
+        per_logit = (
+            habits.vocab_parallel_logits_bytes_per_element
+            if t > 1
+            else habits.logits_bytes_per_element
+        )
+        logits = per_logit * _logits(spec, stage)
+        # the final norm's input and the LM head's input (whole when the stack gathers it)
+        head_input = ACT_BYTES * sbh / (1 if gathered else sp_div)
+        items["activations.output_layer"] = ACT_BYTES * sbh / sp_div + head_input + logits
+    if p.pp > 1 and habits.pipeline_keeps_stage_outputs:
+        # each in-flight microbatch's stage output, kept by the engine for its backward
+        sending = set(stages) - {last}
+        if sending:
+            items["activations.stage_outputs"] = (
+                ACT_BYTES * sbh / sp_div * peak_inflight(actions, sending)
+            )
     if p.recompute == "full" and layers:
         items["activations.recompute_working"] = max(
-            layer_activation_bytes(
-                m, b, t, p.sp, "none", p.cp, m.is_moe_layer(i), flash, fp8, None, fp8_act
-            )
-            for i in layers
+            layer(recompute="none", moe_layer=m.is_moe_layer(i)) for i in layers
         )
     return items, chunk, count / p.vpp
+
+
+def _logits(spec: ExperimentSpec, stage: int) -> float:
+    """Logits of one microbatch on pipeline rank ``stage``'s TP rank (0 off the last stage)."""
+    m, p = spec.model, spec.parallel
+    if p.pp * p.vpp - 1 not in rank_stages(p.pp, p.vpp, p.pipeline_schedule, stage):
+        return 0.0
+    return m.seq_length / p.cp * p.micro_batch_size * m.vocab_size / p.tp
 
 
 def _buffers(spec: ExperimentSpec, stage: int) -> dict[str, float]:
@@ -186,7 +215,11 @@ def _buffers(spec: ExperimentSpec, stage: int) -> dict[str, float]:
         # The layer being computed plus what the stack prefetches (FSDP: one unit ahead;
         # DeepSpeed: up to its prefetch bucket).
         sharding = get_framework(spec.training.framework).sharding
-        unit = WEIGHT_BYTES * rank_params(spec, stage).largest_layer
+        params = rank_params(spec, stage)
+        unit = WEIGHT_BYTES * params.largest_layer
+        if fp8_gathers(spec):  # the layer's linear weights arrive in FP8
+            linear_per_layer = params.linear_weights / max(len(params.layers), 1)
+            unit -= (WEIGHT_BYTES - FP8_GATHER_BYTES) * linear_per_layer
         ahead = sharding.prefetch_units * unit
         if sharding.gather_granularity != "per_unit":
             ahead = min(ahead, sharding.prefetch_bytes)
@@ -194,6 +227,24 @@ def _buffers(spec: ExperimentSpec, stage: int) -> dict[str, float]:
     if p.ep > 1 and m.is_moe:
         items["buffers.ep_all_to_all"] = 2 * ACT_BYTES * sbh * m.moe_top_k / sp_div
     return items
+
+
+def _one_phase_at_a_time(activations: dict[str, float], loss_cache: float) -> None:
+    """Count the recompute working set only beyond what the loss phase holds (in place).
+
+    The loss (logits, the LM head's and final norm's inputs, and the allocator's cached
+    logits block) lives from the end of a microbatch's forward until the LM head's backward;
+    a layer's recomputation starts after that, in the blocks the loss freed. The two never
+    coexist on a rank, so the peak holds the larger of them, not their sum.
+    """
+    loss_phase = activations.get("activations.output_layer", 0.0) + loss_cache
+    working = activations.get("activations.recompute_working", 0.0)
+    if loss_phase and working:
+        excess = working - loss_phase
+        if excess > 0:
+            activations["activations.recompute_working"] = excess
+        else:
+            del activations["activations.recompute_working"]
 
 
 def _schedule(spec: ExperimentSpec) -> dict[int, list[Action]]:
@@ -211,19 +262,24 @@ def estimate_stage_memory(
     actions = (schedule or _schedule(spec))[stage]
     states = rank_model_states(spec, stage)
     fp8_copies = fp8_copy_bytes(spec, stage)
+    unsharded_grads = unsharded_grad_bytes(spec, stage)
     activations, chunk, inflight = _activations(spec, stage, actions)
     buffers = _buffers(spec, stage)
     habits = get_framework(spec.training.framework).memory
+    loss_cache = habits.loss_cached_bytes_per_element * _logits(spec, stage)
+    _one_phase_at_a_time(activations, loss_cache)
     transient = sum(activations.values()) + sum(buffers.values())
     overhead = {
         "overhead.runtime": habits.runtime_reserved_bytes,
         "overhead.allocator": habits.allocator_overhead_fraction * transient,
+        "overhead.loss_cache": loss_cache,
     }
     overhead = {k: v for k, v in overhead.items() if v > 0}
     breakdown = {
         "weights": states.weights,
         **({"weights.fp8_copies": fp8_copies} if fp8_copies else {}),
         "gradients": states.gradients,
+        **({"gradients.unsharded_accumulation": unsharded_grads} if unsharded_grads else {}),
         "optimizer": states.optimizer,
         **activations,
         **buffers,
@@ -232,7 +288,7 @@ def estimate_stage_memory(
     return MemoryEstimate(
         stage=stage,
         weights_bytes=states.weights + fp8_copies,
-        gradients_bytes=states.gradients,
+        gradients_bytes=states.gradients + unsharded_grads,
         optimizer_bytes=states.optimizer,
         activations_bytes=sum(activations.values()),
         buffers_bytes=sum(buffers.values()),

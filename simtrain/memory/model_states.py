@@ -14,6 +14,15 @@ layers' weights between microbatches, row-wise and column-wise (2 bytes per weig
 block scales of MXFP8 and blockwise recipes); they are counted with the weights (breakdown
 ``weights.fp8_copies``). Under ZeRO-3 the copies are made per gathered layer and not kept.
 
+What the software stack keeps on top comes from its framework profile: with
+``sharding.fp8_all_gather`` (torchao's FP8 all-gather under FSDP) the gathered weights of the
+linear layers are 1 byte per element instead of 2; without ``memory.fp8_weight_copies_kept``
+(torchao's dynamic scaling) no 8-bit copies outlive their use. With
+``sharding.pipeline_defers_grad_reduce`` (torch.distributed.pipelining with FSDP2) a pipeline
+rank accumulates the unsharded gradients of all its parameters across the microbatches of a
+step, in the gradient-reduction dtype when ``sharding.unsharded_grad_dtype`` is ``reduce``
+(:func:`unsharded_grad_bytes`; breakdown ``gradients.unsharded_accumulation``).
+
 Which parameters a pipeline rank holds: the layers of its model chunks (all layers split into
 ``pp * vpp`` contiguous chunks, earlier chunks taking the remainder; rank r holds chunks
 ``c * pp + r``; under DualPipe it holds stages r and pp-1-r of two model copies), the token
@@ -27,6 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from simtrain.catalog.frameworks import get_framework
 from simtrain.parallel.stages import chunk_layers
 from simtrain.specs.experiment import ExperimentSpec
 from simtrain.specs.framework_resolve import effective_zero_stage
@@ -192,18 +202,74 @@ def rank_model_states(spec: ExperimentSpec, rank: int) -> ModelStateBytes:
     shard = p.zero_shard_group_size or dp_cp
     optimizer = spec.training.optimizer
     stage = effective_zero_stage(spec)
-    return model_state_bytes(params.dense, stage, shard, optimizer) + model_state_bytes(
+    states = model_state_bytes(params.dense, stage, shard, optimizer) + model_state_bytes(
         params.experts, stage, min(shard, p.expert_dp), optimizer
     )
+    if stage == 2 and fp8_gathers(spec):
+        # the gathered (unsharded) linear weights are the 1-byte FP8 all-gather outputs
+        saved = params.linear_weights * (WEIGHT_BYTES - FP8_GATHER_BYTES)
+        states = ModelStateBytes(states.weights - saved, states.gradients, states.optimizer)
+    return states
+
+
+FP8_GATHER_BYTES = 1
+"""Bytes per element of a weight gathered in FP8 (its per-tensor scale is negligible)."""
+
+GRAD_DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+
+
+def fp8_gathers(spec: ExperimentSpec) -> bool:
+    """Whether sharded-data-parallel gathers of linear weights carry FP8 (1 byte per element).
+
+    True under FP8 training with ZeRO-2/3 when the stack casts the shards before gathering
+    (the profile's ``sharding.fp8_all_gather``).
+    """
+    return (
+        spec.training.dtype in FP8_DTYPES
+        and effective_zero_stage(spec) >= 2
+        and get_framework(spec.training.framework).sharding.fp8_all_gather
+    )
+
+
+def unsharded_grad_bytes(spec: ExperimentSpec, rank: int) -> float:
+    """Unsharded gradients pipeline rank ``rank`` accumulates across a step's microbatches.
+
+    Under pipeline parallelism with ZeRO-2/3, a stack whose pipeline engine defers the
+    gradient reduction to the last microbatch (profile ``sharding.pipeline_defers_grad_reduce``)
+    holds one unsharded gradient per parameter of the rank until its last backward, in the
+    reduction dtype (``unsharded_grad_dtype: reduce``, FSDP2) or in 16 bits (``param``).
+    Zero otherwise (gradients reduced microbatch by microbatch, or no pipeline). A rank
+    holding P parameters (after TP) keeps 4·P bytes under FSDP2 with fp32 reduction: Llama 3.1
+    405B on pp = 8, tp = 8 puts about 6.2e9 parameters on a rank, 25 GB.
+    """
+    p = spec.parallel
+    sharding = get_framework(spec.training.framework).sharding
+    if not (
+        p.pp > 1
+        and p.num_microbatches > 1
+        and effective_zero_stage(spec) >= 2
+        and sharding.pipeline_defers_grad_reduce
+    ):
+        return 0.0
+    if sharding.unsharded_grad_dtype == "reduce":
+        per_param = GRAD_DTYPE_BYTES[spec.training.grad_reduce_dtype or "fp32"]
+    else:
+        per_param = GRAD_BYTES
+    params = rank_params(spec, rank)
+    return per_param * (params.dense + params.experts)
 
 
 def fp8_copy_bytes(spec: ExperimentSpec, rank: int) -> float:
     """Bytes of the 8-bit weight copies pipeline rank ``rank`` keeps under FP8 training.
 
-    Zero without FP8, and under ZeRO-3 (each gathered layer is cast, used and freed).
+    Zero without FP8, under ZeRO-3 (each gathered layer is cast, used and freed), when the
+    weights are gathered in FP8 (the gathered weight is the copy), and for a stack that casts
+    at each use (profile ``memory.fp8_weight_copies_kept`` false).
     """
     training = spec.training
     if training.dtype not in FP8_DTYPES or effective_zero_stage(spec) == 3:
+        return 0.0
+    if fp8_gathers(spec) or not get_framework(training.framework).memory.fp8_weight_copies_kept:
         return 0.0
     recipe = fp8_recipe_in_effect(training.dtype, training.fp8_recipe)
     return rank_params(spec, rank).linear_weights * FP8_COPY_BYTES[recipe]

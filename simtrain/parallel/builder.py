@@ -24,6 +24,7 @@ from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from simtrain.catalog.frameworks import get_framework
+from simtrain.gcpause import without_cyclic_gc
 from simtrain.parallel.layout import RankLayout
 from simtrain.parallel.overlap import paired_steps, step_actions, tp_overlapped
 from simtrain.parallel.program import Program, Task
@@ -768,6 +769,7 @@ def shard_groups(
     return group[start : start + size], group[position % size :: size]
 
 
+@without_cyclic_gc
 def build_program(spec: ExperimentSpec, full: bool | None = None) -> Program:
     """Build the program of one training step.
 

@@ -96,6 +96,19 @@ class ShardingBehaviour(Spec):
     """Under ZeRO-2 the updated parameters are all-gathered after the optimizer step
     (DeepSpeed, Megatron's distributed optimizer) or unit by unit in the next step's first
     forward (FSDP SHARD_GRAD_OP, overlapped like ZeRO-3's gathers)."""
+    pipeline_defers_grad_reduce: bool
+    """Under pipeline parallelism the pipeline engine turns the gradient reduction and the
+    post-backward reshard off for every microbatch but the last (torch.distributed.pipelining
+    with FSDP2): a stage keeps its unsharded parameters and accumulates unsharded gradients
+    of all its parameters until its last backward."""
+    unsharded_grad_dtype: Literal["param", "reduce"]
+    """Dtype of the unsharded gradients accumulated across microbatches while the reduction
+    is off: the 16-bit compute dtype (param), or the gradient-reduction dtype (reduce: FSDP2
+    upcasts them to its reduce_dtype, fp32 in torchtitan)."""
+    fp8_all_gather: bool
+    """Under FP8 training the weight shards of the linear layers are cast to FP8 before the
+    all-gather, so a gathered (unsharded) weight holds 1 byte per element and is itself the
+    FP8 operand (torchao's enable_fsdp_float8_all_gather); false: 16-bit gathers."""
 
 
 class MemoryHabits(Spec):
@@ -104,10 +117,43 @@ class MemoryHabits(Spec):
     logits_bytes_per_element: float = bounded(
         ge=0, le=16, why="a 16-byte logit is beyond any stack's loss"
     )
-    """Bytes per logit (per token and vocabulary entry, after the TP split) the loss holds at
-    the end of the forward: 4 for fp32 logits (Korthikanti et al. 2022: 4·s·b·V/t), 2 for a
-    fused cross-entropy working on the 16-bit logits, 10 for eager PyTorch's cross-entropy
-    on upcast logits (16-bit logits, their fp32 copy and the fp32 log-softmax it saves)."""
+    """Bytes per logit (per token and vocabulary entry) the loss holds at its peak, the end
+    of its forward or the start of its backward: 4 for fp32 logits (Korthikanti et al. 2022:
+    4·s·b·V/t), 2 for a fused cross-entropy working on the 16-bit logits, 12 for eager
+    PyTorch's cross-entropy on upcast logits at its backward (the saved fp32 log-softmax,
+    the nll_loss gradient and the log-softmax gradient, 4 bytes each)."""
+    vocab_parallel_logits_bytes_per_element: float = bounded(
+        ge=0, le=32, why="a 32-byte logit is beyond any stack's vocabulary-parallel loss"
+    )
+    """As ``logits_bytes_per_element`` when the vocabulary is split over TP (t > 1): what
+    the stack's vocabulary-parallel cross-entropy holds per logit at its peak (Megatron: 4,
+    fp32 logits; PyTorch's loss_parallel: 16, at its fused backward)."""
+    loss_cached_bytes_per_element: float = bounded(
+        ge=0, le=16, why="more than the largest loss tensor's 4 bytes per logit, four times"
+    )
+    """Bytes per logit the caching allocator holds reserved at the loss's peak beyond its
+    live tensors: eager cross-entropy frees the 16-bit logits (2 bytes) before the backward,
+    whose fp32 tensors (4 bytes per logit) cannot reuse that cached block, so it stays
+    reserved; 0 for a fused loss."""
+    tp_saves_gathered_inputs: bool
+    """Under sequence parallelism the column-parallel linear layers (QKV, MLP input, LM head)
+    keep their all-gathered, whole-sequence input for the weight gradient (PyTorch DTensor
+    TP: the module input is redistributed to Replicate before the linear); false: the
+    sequence shard is kept and gathered again in the backward (Megatron, Korthikanti et al.
+    2022 §4.2.2)."""
+    fp8_weight_copies_kept: bool
+    """Under FP8 training (without ZeRO-3) the 8-bit copies of the linear layers' weights
+    are kept between microbatches (Transformer Engine); false: cast at each use and freed
+    (torchao's dynamic scaling)."""
+    fp8_saves_8bit_inputs: bool
+    """Under FP8 training the linear layers keep the 8-bit copies of their inputs for the
+    backward (Transformer Engine); false: the 16-bit inputs (torchao's Float8Linear saves
+    the high-precision input and casts it again in the backward)."""
+    pipeline_keeps_stage_outputs: bool
+    """The pipeline engine keeps each in-flight microbatch's stage output (the last layer's
+    output, not an input of any checkpointed layer) for its backward
+    (torch.distributed.pipelining's forward cache); false: the output's storage is freed once
+    sent (Megatron's deallocate_output_tensor)."""
     runtime_reserved_bytes: float = bounded(
         ge=0, le=16e9, why="16 GB, 5x a CUDA context with NCCL and cuBLAS workspaces"
     )

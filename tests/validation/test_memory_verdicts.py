@@ -34,3 +34,40 @@ def test_no_run_that_ran_is_out_of_memory(path):
 def test_torchtitan_runs_with_reported_memory_are_not_out_of_memory(row):
     spec = experiment_from_dict(row.spec_dict, row.key)
     assert estimate_memory(spec, row.capacity_gib * 2**30).fits
+
+
+# torchtitan's reported peaks (GiB reserved, the maximum over the ranks) against simtrain's
+# worst rank. Known gaps, all underestimates: the 2-D 70B run is 11 % under and the 3-D and
+# 4-D runs on 405B (FSDP x TP x PP, with or without CP) 19-29 %; what the stack keeps there
+# beyond the modelled mechanisms is not known (README "Software stacks"). They are expected
+# failures that must start passing when it is found.
+ROWS = torchtitan_memory_rows()
+GAPS = {r.key for r in ROWS if r.key.startswith(("70b", "405b"))}
+
+
+def _error(row) -> float:
+    spec = experiment_from_dict(row.spec_dict, row.key)
+    peak = estimate_memory(spec, row.capacity_gib * 2**30).peak_bytes
+    return peak / (row.measured_gib * 2**30) - 1
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        pytest.param(r, marks=pytest.mark.xfail(strict=True, reason="3-D gap"))
+        if r.key in GAPS
+        else r
+        for r in ROWS
+    ],
+    ids=lambda r: r.key,
+)
+def test_torchtitan_reported_peaks_within_10_percent(row):
+    assert abs(_error(row)) <= 0.10, f"{_error(row):+.1%}"
+
+
+@pytest.mark.parametrize("row", [r for r in ROWS if r.key in GAPS], ids=lambda r: r.key)
+def test_the_gaps_are_underestimates_of_at_most_30_percent(row):
+    """Before the stack mechanisms (unsharded gradients under PP, torchtitan's microbatch
+    count, the vocabulary-parallel loss) these runs were 27-68 % under; they must stay within
+    30 %, on the low side."""
+    assert -0.30 <= _error(row) < 0

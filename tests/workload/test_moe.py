@@ -158,7 +158,12 @@ def test_small_expert_grouped_gemms_run_below_dense_efficiency():
         return op.flops / model.op_time_s(op) / model.accelerator.peak_flops["bf16"]
 
     dense = efficiency(8192, 4096, 4096, 1)
-    assert efficiency(128, 2 * 1408, 2048, 8) < 0.5 * dense
+    assert efficiency(128, 2 * 1408, 2048, 8) < 0.6 * dense
+    # 128 tokens per expert: the kernel streams the experts' weights, bandwidth-bound
+    small = gemm("g", "fwd", 128, 2 * 1408, 2048, 2, 0, 8)
+    streamed_s = small.bytes_accessed / model.memory_bytes_per_s
+    kernel_s = model.calibration.kernel_overhead_s
+    assert model.op_time_s(small) == pytest.approx(streamed_s + kernel_s, rel=1e-9)
     assert efficiency(8192, 2 * 1408, 2048, 8) > 0.9 * dense
 
 
