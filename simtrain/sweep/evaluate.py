@@ -9,11 +9,8 @@ one broken configuration never stops a sweep.
 
 from __future__ import annotations
 
-import gc
 import time
 import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from simtrain.api import simulate
@@ -55,31 +52,6 @@ def memory_columns(spec: ExperimentSpec, capacity: float) -> tuple[dict[str, Any
     return columns, f"peak memory {memory.peak_bytes / _GB:.1f} GB > {capacity / _GB:.1f} GB"
 
 
-@contextmanager
-def collector_paused(freeze: bool = False) -> Iterator[None]:
-    """Pause Python's cyclic garbage collector for a simulation or a search's stage 1.
-
-    Both allocate millions of small objects (ops, tasks, events, cached timings) that
-    reference counting frees; the cyclic collector would only rescan them and the growing
-    caches (about a quarter of a small simulation's time, a tenth of a plan's estimates).
-    It is switched back on afterwards.
-
-    ``freeze``: move what survives the block (a search's caches, which hold no reference
-    cycles) out of the collector's reach (``gc.freeze``), so that its first pass after the
-    block does not scan them all (a quarter of a second per stage-1 task); they are still
-    freed by reference counting when the search drops them.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if freeze:
-            gc.freeze()
-        if enabled:
-            gc.enable()
-
-
 def evaluate(spec_data: dict[str, Any]) -> dict[str, Any]:
     """Evaluate one configuration; returns ``status``, ``error``, the metrics and wall time.
 
@@ -97,8 +69,7 @@ def evaluate(spec_data: dict[str, Any]) -> dict[str, Any]:
         row.update(columns)
         if reason:
             return {**row, "status": "oom", "error": reason, "wall_time_s": _since(began)}
-        with collector_paused():  # the engine's events are freed by reference counting
-            report = simulate(spec).summary()
+        report = simulate(spec).summary()
         row.update({k: report[k] for k in METRIC_COLUMNS if k in report})
         return {**row, "status": "ok", "error": "", "wall_time_s": _since(began)}
     except Exception as exc:  # recorded, and the sweep goes on

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from simtrain.errors import SpecError
+from simtrain.gcpause import cyclic_gc_paused
 from simtrain.specs.cluster import ClusterSpec
 from simtrain.specs.experiment import ExperimentSpec
 from simtrain.specs.framework_resolve import resolve_framework_defaults
@@ -25,7 +26,6 @@ from simtrain.specs.model import ModelSpec
 from simtrain.specs.parallel import ParallelSpec
 from simtrain.specs.training import TrainingSpec
 from simtrain.sweep.enumerate import config_key
-from simtrain.sweep.evaluate import collector_paused
 from simtrain.sweep.search import ESTIMATED, Stage1
 from simtrain.sweep.space import LayoutSpace
 
@@ -99,7 +99,7 @@ def search_sizes(payload: dict[str, Any]) -> dict[str, Any]:
     (``invalid``, ``estimated``, ``bounded``, ``memory_checked``, ``oom``, ``error``); and
     the smallest peak memory of the layouts found out of memory (None: none was).
     """
-    with collector_paused(freeze=True):  # the caches only grow, free of cycles
+    with cyclic_gc_paused(freeze=True):  # the caches only grow, free of cycles
         problem: _Problem = payload["problem"]
         if _WORKER.get("search") != payload["search"]:  # a worker's tasks share its caches
             _WORKER.update(search=payload["search"], layouts=problem.layouts(), stage1=Stage1())

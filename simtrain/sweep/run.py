@@ -22,13 +22,14 @@ import pandas as pd
 from simtrain.api import simtrain_version
 from simtrain.catalog.prices import preset_price
 from simtrain.errors import SpecError
+from simtrain.gcpause import cyclic_gc_paused
 from simtrain.limits import MAX_CONFIGS
 from simtrain.report.progress import Advance, Progress
 from simtrain.report.progress import progress as progress_display
 from simtrain.specs.experiment import ExperimentSpec
 from simtrain.specs.sweep import SweepSpec, base_mapping, load_sweep
 from simtrain.sweep.enumerate import Candidate, candidates, count_points, sweep_groups
-from simtrain.sweep.evaluate import METRIC_COLUMNS, collector_paused, evaluate
+from simtrain.sweep.evaluate import METRIC_COLUMNS, evaluate
 from simtrain.sweep.executors import Executor, check_executor, get_executor
 from simtrain.sweep.search import DEFAULT_SIMULATE_TOP, ESTIMATED, Stage1, best_by_group
 from simtrain.sweep.store import ResultStore
@@ -128,7 +129,7 @@ def run_sweep(
             if exhaustive:
                 chosen = _every_pending(configurations, seen, display.stage("sweep", total))
             else:
-                with collector_paused():
+                with cyclic_gc_paused():
                     chosen = _estimate_all(
                         sweep, configurations, seen, estimates, top,
                         display.stage("estimating", total),
