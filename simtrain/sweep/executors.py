@@ -12,11 +12,11 @@ terminal, which signals the whole process group, reaches only the driver, which 
 they exit by themselves if the driver is killed. The pool starts on the first task and lives
 until :meth:`LocalExecutor.close`, so one pool serves several maps (a planner's stages);
 :meth:`LocalExecutor.start` starts it early, its workers importing the ``preload`` modules
-in the background while the driver works (a small plan's estimates run in the driver while
-the workers that will simulate its picks warm up).
-A worker that dies (killed, out of host memory) breaks the pool: it is rebuilt and the
-configurations that were in flight rerun one at a time; one whose worker dies twice while it
-runs alone is recorded as an error.
+in the background while the driver works, and ``with_caller`` has the driver run tasks
+too while every worker has one (a small plan estimates in the driver while a worker warms
+up, then both simulate its picks). A worker that dies (killed, out of host memory) breaks
+the pool: it is rebuilt and the configurations that were in flight rerun one at a time; one
+whose worker dies twice while it runs alone is recorded as an error.
 """
 
 from __future__ import annotations
@@ -116,11 +116,19 @@ class LocalExecutor:
         num_workers: worker processes (default: one per core).
         preload: modules each worker imports when it starts (those of the tasks it will
             run), so that a pool started early (:meth:`start`) is warm when they come.
+        with_caller: the calling process runs tasks too, whenever every worker has one
+            (a caller that is warm already and would only wait: a small plan's driver).
     """
 
-    def __init__(self, num_workers: int | None = None, preload: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        num_workers: int | None = None,
+        preload: tuple[str, ...] = (),
+        with_caller: bool = False,
+    ) -> None:
         self.num_workers = num_workers or os.cpu_count() or 1
         self.preload = preload
+        self.with_caller = with_caller
         self._pool: ProcessPoolExecutor | None = None
 
     def start(self) -> None:
@@ -155,6 +163,9 @@ class LocalExecutor:
         which of them killed it is unknown. Those configurations are then rerun one at a
         time: an innocent one finishes, and one whose worker dies twice on its own is
         recorded as an error while the rest of the sweep goes on.
+
+        ``with_caller``: each worker holds one task at a time, and the calling process runs
+        the next one itself meanwhile (not while failed configurations are rerun alone).
         """
         source = iter(items)
         isolated: deque[Item] = deque()
@@ -169,14 +180,20 @@ class LocalExecutor:
                         item = isolated.popleft()
                         pending[self._pool.submit(task, item[1])] = (item, True)
                 else:
-                    while len(pending) < 2 * self.num_workers:
+                    in_flight = self.num_workers if self.with_caller else 2 * self.num_workers
+                    while len(pending) < in_flight:
                         item = next(source, None)
                         if item is None:
                             break
                         pending[self._pool.submit(task, item[1])] = (item, False)
-                if not pending:
+                mine = next(source, None) if self.with_caller and not isolated else None
+                if mine is not None:  # the caller's share, while the workers run theirs
+                    yield mine[0], task(mine[1])
+                    done = {future for future in pending if future.done()}
+                elif not pending:
                     return
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                else:
+                    done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 broken = False
                 for future in done:
                     (key, payload), alone = pending.pop(future)
@@ -310,20 +327,13 @@ def check_executor(name: str, address: str | None) -> None:
         raise SpecError(f"'--address' needs --executor ray (got {address!r} with local)")
 
 
-def get_executor(
-    name: str,
-    num_workers: int | None = None,
-    address: str | None = None,
-    preload: tuple[str, ...] = (),
-) -> Executor:
+def get_executor(name: str, num_workers: int | None = None, address: str | None = None) -> Executor:
     """Build the executor ``name``; an unknown name lists the known ones.
-
-    ``preload``: modules a local worker imports when it starts (see :class:`LocalExecutor`).
 
     Raises:
         SpecError: unknown executor, an address given to the local executor, or Ray errors.
     """
     check_executor(name, address)
     if name == "local":
-        return LocalExecutor(num_workers, preload)
+        return LocalExecutor(num_workers)
     return RayExecutor(num_workers, address)

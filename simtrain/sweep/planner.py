@@ -55,7 +55,13 @@ from simtrain.specs.experiment import ExperimentSpec
 from simtrain.specs.loader import load_yaml_tree
 from simtrain.specs.model import ModelSpec
 from simtrain.specs.reliability import ReliabilitySpec, RestartRecoverySpec
-from simtrain.sweep.executors import Executor, InlineExecutor, check_executor, get_executor
+from simtrain.sweep.executors import (
+    Executor,
+    InlineExecutor,
+    LocalExecutor,
+    check_executor,
+    get_executor,
+)
 from simtrain.sweep.plan_search import _Problem, forget_search, search_sizes
 from simtrain.sweep.run import open_store, preset_usd_per_gpu_hour, simulate_configurations
 from simtrain.sweep.space import LayoutSpace
@@ -198,10 +204,33 @@ def _section(name_or_path: str, folder: str, section: str) -> dict[str, Any]:
 
 _WORKER_MODULES = ("simtrain.sweep.plan_search", "simtrain.sweep.evaluate")
 """What a plan's workers run: stage 1 (:func:`search_sizes`) and the simulations."""
+_SIMULATION_MODULES = ("simtrain.sweep.evaluate",)
+"""What the workers of a small plan run: the simulations."""
 STAGE1_POOL_MIN_LAYOUTS = 10_000
 """Layouts from which stage 1 runs in the workers. Below, the driver searches them faster
 than worker processes start (each imports simtrain and fills caches of its own: about two
 seconds on two cores, the whole search of Llama 3 8B on up to 16 GPUs)."""
+
+
+def _plan_executor(
+    executor: str, num_workers: int | None, address: str | None, small: bool
+) -> Executor:
+    """Where a plan's stage 1 and simulations run (local workers start on ``start()``).
+
+    A large search runs stage 1 in the workers, one task per size, then simulates its picks
+    there. A small one (``small``: under :data:`STAGE1_POOL_MIN_LAYOUTS` layouts, or one
+    size) searches in the driver, and its simulations share one worker fewer and the
+    driver (warm, and otherwise waiting; on two cores, one worker importing while the
+    driver searches takes no core from it). One process in all: everything in the driver.
+    """
+    if executor != "local":
+        return get_executor(executor, num_workers, address)
+    workers = num_workers or os.cpu_count() or 1
+    if workers <= 1:
+        return InlineExecutor()
+    if small:
+        return LocalExecutor(workers - 1, _SIMULATION_MODULES, with_caller=True)
+    return LocalExecutor(workers, _WORKER_MODULES)
 
 
 def _stage1(
@@ -354,7 +383,8 @@ def plan(
     points = list(problem.points())
     counts["enumerated"] = len(points)
     check_executor(executor, address)
-    runner = get_executor(executor, num_workers, address, preload=_WORKER_MODULES)
+    small = len(sizes) == 1 or len(points) < STAGE1_POOL_MIN_LAYOUTS
+    runner = _plan_executor(executor, num_workers, address, small)
     clock = [time.perf_counter()]
     stage_wall_s: dict[str, float] = {}
 
@@ -363,12 +393,9 @@ def plan(
         stage_wall_s[name], clock[0] = now - clock[0], now
 
     try:
-        if runner.num_workers > 1:
-            runner.start()  # the workers import simtrain while the driver searches
+        runner.start()  # the workers import simtrain while the driver enumerates and searches
         found = _stage1(problem, points, runner, None if exhaustive else simulate_top, version,
                         display)  # fmt: skip
-        # The picks are simulated in the workers, warm by now; with a single worker, here.
-        des_runner = InlineExecutor() if runner.num_workers <= 1 else runner
         for name, value in found["counts"].items():
             counts[name] += value
         lap("estimate")
@@ -427,7 +454,7 @@ def plan(
                 if not todo:
                     break
                 batch = {k: chosen[k] for n in sorted(todo) for k in per_size[n]}
-                simulate_configurations(batch, results, version, des_runner, display)
+                simulate_configurations(batch, results, version, runner, display)
                 stored = results.get_all()
                 for n in todo:
                     done = [(stored[k], k) for k in per_size[n]

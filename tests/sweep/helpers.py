@@ -56,3 +56,10 @@ def imported(name: str) -> dict:
     import sys
 
     return {"status": "ok", "error": "", "imported": name in sys.modules}
+
+
+def process_id(x: int) -> dict:
+    """A task saying which process ran it."""
+    import os
+
+    return {"status": "ok", "error": "", "x": x, "pid": os.getpid()}
