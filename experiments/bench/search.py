@@ -38,7 +38,7 @@ from simtrain.specs.loader import load_yaml_tree
 from simtrain.specs.sweep import load_sweep
 from simtrain.sweep.enumerate import candidates
 from simtrain.sweep.executors import get_executor
-from simtrain.sweep.planner import _Problem
+from simtrain.sweep.plan_search import _Problem
 from simtrain.sweep.space import LayoutSpace
 
 ROOT = Path(__file__).resolve().parents[2]

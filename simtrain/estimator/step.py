@@ -35,7 +35,7 @@ from simtrain.engine.variability import median_slowest_factor
 from simtrain.errors import SpecError
 from simtrain.estimator.chunks import BODIES, Chunk, ChunkSource, chunk_base
 from simtrain.estimator.pipeline import ScheduleShape, Slot, schedule_shape
-from simtrain.estimator.walk import NO_HOST, ActionTiming, walk
+from simtrain.estimator.walk import NO_HOST, ActionTiming, SegmentTimes, walk
 from simtrain.parallel.builder import (
     EP_HOPS,
     GRAD_BYTES,
@@ -375,9 +375,12 @@ class Estimator:
     _sources: dict[tuple[Any, ...], ChunkSource] = field(default_factory=dict)
     _timings: dict[tuple[Any, ...], ActionTiming] = field(default_factory=dict)
     _walks: dict[tuple[Any, ...], ActionTiming] = field(default_factory=dict)
-    _task_s: dict[tuple[int, int], tuple[tuple[Op, ...], float]] = field(default_factory=dict)
-    _host_s: dict[tuple[int, int], tuple[tuple[Op, ...], float]] = field(default_factory=dict)
-    _contended_s: dict[tuple[int, int], tuple[tuple[Op, ...], float]] = field(default_factory=dict)
+    _plan_times: dict[tuple[int, int], tuple[SegmentPlan, SegmentTimes]] = field(
+        default_factory=dict
+    )
+    _paced_times: dict[tuple[int, int], tuple[SegmentPlan, SegmentTimes]] = field(
+        default_factory=dict
+    )
     _comm_s: dict[tuple[Any, ...], float] = field(default_factory=dict)
     _chains: dict[tuple[Any, ...], Any] = field(default_factory=dict)
     _signatures: dict[tuple[Any, ...], Any] = field(default_factory=dict)
@@ -750,14 +753,8 @@ class Estimator:
                 walk_key = (id(plan), models)  # plans are cached by their source: stable ids
                 done = self._walks.get(walk_key)
                 if done is None:
-                    done = self._walks[walk_key] = walk(
-                        plan,
-                        lambda ops: self._task(compute, ops),
-                        comm_s,
-                        (lambda ops: self._host(compute, ops)) if setup.host else None,
-                        setup.per_collective_s,
-                        (lambda ops: self._contended(compute, ops)) if setup.contended else None,
-                    )
+                    times = self._segment_times(setup, compute, plan)
+                    done = self._walks[walk_key] = walk(plan, times, comm_s)
                 return done
 
             timing = self._timings[key] = chunk.timing(slot.body, hooks, walker)
@@ -931,33 +928,41 @@ class Estimator:
 
     # --- cached model calls -----------------------------------------------------------
 
-    def _task(self, compute: _Paced, ops: tuple[Op, ...]) -> float:
-        """``compute.task_time_s(ops)``, once per ops tuple (plans share their tuples).
+    def _segment_times(self, setup: _Setup, compute: _Paced, plan: SegmentPlan) -> SegmentTimes:
+        """The plan's :class:`SegmentTimes` at the step's pace, once per plan and pace.
 
-        Cached on the unpaced model, so that every pace (cluster size) shares it.
+        The unpaced times are looked up once per plan and compute model, so that every
+        pace (cluster size) shares them; device times are then scaled by the pace (host
+        time is not paced).
         """
-        key = (id(compute.model), id(ops))
-        cached = self._task_s.get(key)
-        if cached is None or cached[0] is not ops:
-            cached = self._task_s[key] = (ops, compute.model.task_time_s(ops))
-        return cached[1] * compute.pace
-
-    def _contended(self, compute: _Paced, ops: tuple[Op, ...]) -> float:
-        """``compute.task_time_s(ops, contended=True)``, once per ops tuple."""
-        key = (id(compute.model), id(ops))
-        cached = self._contended_s.get(key)
-        if cached is None or cached[0] is not ops:
-            time_s = compute.model.task_time_s(ops, contended=True)
-            cached = self._contended_s[key] = (ops, time_s)
-        return cached[1] * compute.pace
-
-    def _host(self, compute: _Paced, ops: tuple[Op, ...]) -> float:
-        """``compute.host_time_s(ops)`` (host time is not paced), once per ops tuple."""
-        key = (id(compute.model), id(ops))
-        cached = self._host_s.get(key)
-        if cached is None or cached[0] is not ops:
-            cached = self._host_s[key] = (ops, compute.host_time_s(ops))
-        return cached[1]
+        key = (id(plan), id(compute))  # plans and models are cached: their ids are stable
+        found = self._paced_times.get(key)
+        if found is not None and found[0] is plan:
+            return found[1]
+        model = compute.model
+        base_key = (id(plan), id(model))
+        base = self._plan_times.get(base_key)
+        if base is None or base[0] is not plan:
+            base = self._plan_times[base_key] = (
+                plan,
+                SegmentTimes.of(
+                    plan,
+                    model.task_time_s,
+                    model.host_time_s if setup.host else None,
+                    setup.per_collective_s,
+                    (lambda ops: model.task_time_s(ops, contended=True))
+                    if setup.contended
+                    else None,
+                ),
+            )
+        times, pace = base[1], compute.pace
+        paced = SegmentTimes(
+            tuple(t * pace for t in times.compute_s),
+            times.host_s,
+            None if times.contended_s is None else tuple(t * pace for t in times.contended_s),
+        )
+        self._paced_times[key] = (plan, paced)
+        return paced
 
     def _collective_s(self, network: Any, kind: str, group: tuple[int, ...], size: float) -> float:
         key = (id(network), kind, id(group), size)  # groups are cached tuples: ids are stable

@@ -101,29 +101,72 @@ class ActionTiming:
         )
 
 
-def walk(
-    plan: SegmentPlan,
-    compute_s: Callable[[tuple[Op, ...]], float],
-    comm_s: Callable[[Op], float],
-    host_s: Callable[[tuple[Op, ...]], float] | None = None,
-    per_collective_s: float = 0.0,
-    contended_s: Callable[[tuple[Op, ...]], float] | None = None,
-) -> ActionTiming:
+@dataclass(frozen=True)
+class SegmentTimes:
+    """What walking one plan needs from a compute model, per segment (collectives: 0).
+
+    Looked up once per plan and compute model (:meth:`of`), so that the walks of a plan
+    under many collective timings (layouts of a search) index lists instead of calling the
+    model per task.
+
+    Attributes:
+        compute_s: seconds of each compute task (``ComputeModel.task_time_s``).
+        host_s: host seconds to issue each compute task's ops and the collectives right
+            after it (``host_time_s`` plus ``per_collective_s`` per collective); None
+            walks without a host stream.
+        contended_s: seconds of each compute task while a collective holds part of the
+            device (``task_time_s(ops, contended=True)``); None: no interference.
+    """
+
+    compute_s: tuple[float, ...]
+    host_s: tuple[float, ...] | None = None
+    contended_s: tuple[float, ...] | None = None
+
+    @classmethod
+    def of(
+        cls,
+        plan: SegmentPlan,
+        compute_s: Callable[[tuple[Op, ...]], float],
+        host_s: Callable[[tuple[Op, ...]], float] | None = None,
+        per_collective_s: float = 0.0,
+        contended_s: Callable[[tuple[Op, ...]], float] | None = None,
+    ) -> SegmentTimes:
+        """The times of ``plan``'s segments (see :func:`walk` for the arguments)."""
+        segments = plan.segments
+        compute, host, contended = [], [], []
+        for position, seg in enumerate(segments):
+            if seg.is_comm:
+                compute.append(0.0)
+                host.append(0.0)
+                contended.append(0.0)
+                continue
+            compute.append(compute_s(seg.ops))
+            if host_s is not None:
+                launches, later = 0, position + 1
+                while later < len(segments) and segments[later].is_comm:
+                    launches, later = launches + 1, later + 1
+                host.append(host_s(seg.ops) + launches * per_collective_s)
+            if contended_s is not None:
+                contended.append(contended_s(seg.ops))
+        return cls(
+            tuple(compute),
+            None if host_s is None else tuple(host),
+            None if contended_s is None else tuple(contended),
+        )
+
+
+def walk(plan: SegmentPlan, times: SegmentTimes, comm_s: Callable[[Op], float]) -> ActionTiming:
     """Time ``plan`` from its start (see the module docstring).
 
     Args:
         plan: the action's segments.
-        compute_s: seconds of a compute task (``ComputeModel.task_time_s``).
+        times: seconds of its compute tasks on the rank's device and host
+            (:class:`SegmentTimes`). The host issues each task's ops and, charged to the
+            task before them, its collectives. As in the engine, a compute task runs
+            ``contended/normal - 1`` longer per second of overlap with each collective in
+            flight (a collective of the action overlaps only the compute tasks after the
+            one that issues it).
         comm_s: seconds of a collective op on this rank's group for the op's axis.
-        host_s: host seconds to issue a compute task's ops (``ComputeModel.host_time_s``);
-            None walks without a host stream.
-        per_collective_s: host seconds to issue one collective, charged to the compute task
-            before it.
-        contended_s: seconds of a compute task while a collective holds part of the device
-            (``task_time_s(ops, contended=True)``); None: no interference. As in the engine,
-            a compute task runs ``contended/normal - 1`` longer per second of overlap with
-            each collective in flight (a collective of the action overlaps only the compute
-            tasks after the one that issues it).
     """
     end_a, end_b = 0.0, NO_HOST  # compute stream free: max(end_a, x + end_b)
     busy = 0.0
@@ -134,6 +177,7 @@ def walk(
     host_clock = 0.0  # issue time of the tasks before this one, from the host's start
     flights: list[tuple[float, float, float, float]] = []  # collectives: (start, end) a and b
     contended_total = 0.0
+    compute_s, host_s, contended_s = times.compute_s, times.host_s, times.contended_s
     segments = plan.segments
     for position, seg in enumerate(segments):
         if seg.is_comm:
@@ -155,12 +199,9 @@ def walk(
                 start_a = wa
             if wb > start_b:
                 start_b = wb
-        duration = compute_s(seg.ops)
+        duration = compute_s[position]
         if host_s is not None:
-            launches, later = 0, position + 1
-            while later < len(segments) and segments[later].is_comm:
-                launches, later = launches + 1, later + 1
-            h = host_s(seg.ops) + launches * per_collective_s
+            h = host_s[position]
             ready = host_clock + readiness(h, duration, len(seg.ops))
             if ready > start_b:
                 start_b = ready
@@ -168,7 +209,7 @@ def walk(
         busy += duration
         extra_a = extra_b = 0.0
         if flights:
-            contended = contended_s(seg.ops)  # type: ignore[misc]
+            contended = contended_s[position]  # type: ignore[index]
             contended_total += contended
             if contended > duration > 0:
                 sigma = contended / duration - 1.0
@@ -184,7 +225,7 @@ def walk(
                         if overlap > 0:
                             extra_b += sigma * overlap
         elif contended_s is not None:
-            contended_total += contended_s(seg.ops)
+            contended_total += contended_s[position]
         end_a, end_b = start_a + duration + extra_a, start_b + duration + extra_b
         for layer in seg.layers:  # first-appearance order, as the builder's gradient hooks
             layer_end[layer] = (end_a, end_b)

@@ -10,14 +10,18 @@ start method. Workers ignore SIGINT from their first instruction (they are start
 driver ignores it, and an ignored signal stays ignored across ``exec``), so a Ctrl-C at the
 terminal, which signals the whole process group, reaches only the driver, which stops them;
 they exit by themselves if the driver is killed. The pool starts on the first task and lives
-until :meth:`LocalExecutor.close`, so one pool serves several maps (a planner's stages).
-A worker that dies (killed, out of host memory) breaks the pool: it is rebuilt and the
-configurations that were in flight rerun one at a time; one whose worker dies twice while it
-runs alone is recorded as an error.
+until :meth:`LocalExecutor.close`, so one pool serves several maps (a planner's stages);
+:meth:`LocalExecutor.start` starts it early, its workers importing the ``preload`` modules
+in the background while the driver works, and ``with_caller`` has the driver run tasks
+too while every worker has one (a small plan estimates in the driver while a worker warms
+up, then both simulate its picks). A worker that dies (killed, out of host memory) breaks
+the pool: it is rebuilt and the configurations that were in flight rerun one at a time; one
+whose worker dies twice while it runs alone is recorded as an error.
 """
 
 from __future__ import annotations
 
+import importlib
 import multiprocessing
 import os
 import signal
@@ -43,6 +47,10 @@ class Executor(Protocol):
 
     num_workers: int
 
+    def start(self) -> None:
+        """Start the workers now rather than on the first task (no-op where there are none)."""
+        ...
+
     def map_unordered(self, task: Task, items: Iterable[Item]) -> Iterator[tuple[str, Any]]:
         """Yield ``(key, task(payload))`` for every item, in completion order."""
         ...
@@ -52,11 +60,12 @@ class Executor(Protocol):
         ...
 
 
-def _init_worker(driver_pid: int) -> None:
-    """Ignore Ctrl-C (the driver handles it) and exit when the driver dies (SIGKILL).
+def _init_worker(driver_pid: int, preload: tuple[str, ...] = ()) -> None:
+    """Ignore Ctrl-C (the driver handles it), exit when the driver dies (SIGKILL), import.
 
     A killed driver cannot stop its pool, and a pool worker never sees its task queue close,
-    so each worker polls its parent id: once the driver is gone it is re-parented.
+    so each worker polls its parent id: once the driver is gone it is re-parented. The
+    ``preload`` modules are imported before the worker takes its first task.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
@@ -66,6 +75,8 @@ def _init_worker(driver_pid: int) -> None:
         os._exit(1)
 
     threading.Thread(target=watch, name="simtrain-driver-watch", daemon=True).start()
+    for name in preload:
+        importlib.import_module(name)
 
 
 def _started() -> None:
@@ -86,6 +97,9 @@ class InlineExecutor:
 
     num_workers = 1
 
+    def start(self) -> None:
+        """Nothing to start."""
+
     def map_unordered(self, task: Task, items: Iterable[Item]) -> Iterator[tuple[str, Any]]:
         """Yield ``(key, task(payload))`` for every item, in order."""
         for key, payload in items:
@@ -96,11 +110,31 @@ class InlineExecutor:
 
 
 class LocalExecutor:
-    """A pool of local worker processes (all cores by default)."""
+    """A pool of local worker processes (all cores by default).
 
-    def __init__(self, num_workers: int | None = None) -> None:
+    Args:
+        num_workers: worker processes (default: one per core).
+        preload: modules each worker imports when it starts (those of the tasks it will
+            run), so that a pool started early (:meth:`start`) is warm when they come.
+        with_caller: the calling process runs tasks too, whenever every worker has one
+            (a caller that is warm already and would only wait: a small plan's driver).
+    """
+
+    def __init__(
+        self,
+        num_workers: int | None = None,
+        preload: tuple[str, ...] = (),
+        with_caller: bool = False,
+    ) -> None:
         self.num_workers = num_workers or os.cpu_count() or 1
+        self.preload = preload
+        self.with_caller = with_caller
         self._pool: ProcessPoolExecutor | None = None
+
+    def start(self) -> None:
+        """Start the workers now; they import the preload modules in the background."""
+        if self._pool is None:
+            self._pool = self._new_pool()
 
     def _new_pool(self) -> ProcessPoolExecutor:
         """A pool whose workers are all started now, with SIGINT ignored while they start."""
@@ -108,7 +142,7 @@ class LocalExecutor:
             max_workers=self.num_workers,
             mp_context=multiprocessing.get_context("spawn"),
             initializer=_init_worker,
-            initargs=(os.getpid(),),
+            initargs=(os.getpid(), self.preload),
         )
         main = threading.current_thread() is threading.main_thread()
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
@@ -129,6 +163,9 @@ class LocalExecutor:
         which of them killed it is unknown. Those configurations are then rerun one at a
         time: an innocent one finishes, and one whose worker dies twice on its own is
         recorded as an error while the rest of the sweep goes on.
+
+        ``with_caller``: each worker holds one task at a time, and the calling process runs
+        the next one itself meanwhile (not while failed configurations are rerun alone).
         """
         source = iter(items)
         isolated: deque[Item] = deque()
@@ -143,14 +180,20 @@ class LocalExecutor:
                         item = isolated.popleft()
                         pending[self._pool.submit(task, item[1])] = (item, True)
                 else:
-                    while len(pending) < 2 * self.num_workers:
+                    in_flight = self.num_workers if self.with_caller else 2 * self.num_workers
+                    while len(pending) < in_flight:
                         item = next(source, None)
                         if item is None:
                             break
                         pending[self._pool.submit(task, item[1])] = (item, False)
-                if not pending:
+                mine = next(source, None) if self.with_caller and not isolated else None
+                if mine is not None:  # the caller's share, while the workers run theirs
+                    yield mine[0], task(mine[1])
+                    done = {future for future in pending if future.done()}
+                elif not pending:
                     return
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                else:
+                    done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 broken = False
                 for future in done:
                     (key, payload), alone = pending.pop(future)
@@ -236,6 +279,9 @@ class RayExecutor:
             raise SpecError(f"'--address' must reach a running Ray cluster ({message})") from None
         self._ray = ray
         self.num_workers = int(ray.available_resources().get("CPU", 1)) or 1
+
+    def start(self) -> None:
+        """Nothing to start: Ray starts its workers itself."""
 
     def map_unordered(self, task: Task, items: Iterable[Item]) -> Iterator[tuple[str, Any]]:
         """Run ``task`` over ``items`` as Ray tasks, yielding results as they finish."""

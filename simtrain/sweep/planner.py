@@ -14,11 +14,11 @@ over cluster sizes and parallel layouts, then ranks whole-run plans:
    the global batch nearest the target tokens per step (Llama 3 trained at 16M tokens).
 3. *Two stages* (:mod:`simtrain.sweep.search`). Per size, the ``simulate_top`` best
    layouts by the analytical estimate (which agrees with the simulator) that fit in memory
-   are found by branch and bound (:func:`_best_of_size`): layouts are estimated from the
-   highest upper bound on their throughput down (the estimator's lower bound on step
-   time), each that would enter the best so far is checked for memory, and the rest are
-   skipped once their bound cannot beat the ``simulate_top``-th; the best is the size's
-   plan. The sizes picked (cheapest, fastest) are then simulated: their candidates
+   are found by branch and bound (:mod:`simtrain.sweep.plan_search`): layouts are
+   estimated from the highest upper bound on their throughput down (the estimator's lower
+   bound on step time), each that would enter the best so far is checked for memory, and
+   the rest are skipped once their bound cannot beat the ``simulate_top``-th; the best is
+   the size's plan. The sizes picked (cheapest, fastest) are then simulated: their candidates
    run on the engine and the best simulated one replaces the estimate, until the picks
    rest on simulations. ``exhaustive`` estimates every layout, checks its memory and
    simulates every one that fits, at every size.
@@ -37,13 +37,10 @@ are reported with the other sizes as alternatives; when none meets the deadline,
 
 from __future__ import annotations
 
-import bisect
 import math
 import os
 import time
-import warnings
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,18 +51,19 @@ from simtrain.paths import data_dir
 from simtrain.reliability import reliability_summary
 from simtrain.reliability.spares import spare_nodes
 from simtrain.report.progress import Progress
-from simtrain.specs.cluster import ClusterSpec
 from simtrain.specs.experiment import ExperimentSpec
-from simtrain.specs.framework_resolve import resolve_framework_defaults
 from simtrain.specs.loader import load_yaml_tree
 from simtrain.specs.model import ModelSpec
-from simtrain.specs.parallel import ParallelSpec
 from simtrain.specs.reliability import ReliabilitySpec, RestartRecoverySpec
-from simtrain.specs.training import TrainingSpec
-from simtrain.sweep.enumerate import config_key
-from simtrain.sweep.executors import Executor, InlineExecutor, check_executor, get_executor
+from simtrain.sweep.executors import (
+    Executor,
+    InlineExecutor,
+    LocalExecutor,
+    check_executor,
+    get_executor,
+)
+from simtrain.sweep.plan_search import _Problem, forget_search, search_sizes
 from simtrain.sweep.run import open_store, preset_usd_per_gpu_hour, simulate_configurations
-from simtrain.sweep.search import ESTIMATED, Stage1
 from simtrain.sweep.space import LayoutSpace
 from simtrain.workload.counts import count_parameters
 
@@ -204,207 +202,35 @@ def _section(name_or_path: str, folder: str, section: str) -> dict[str, Any]:
     return dict(data[section])
 
 
-@dataclass(frozen=True)
-class _Problem:
-    """What a plan searches, as plain picklable data (stage-1 workers rebuild it).
-
-    Attributes:
-        model: the model section.
-        cluster: the cluster section, without its size.
-        sizes: cluster sizes to try.
-        batch_tokens: target tokens per step.
-        total_tokens: tokens of the run.
-        space: the layouts of each size.
-    """
-
-    model: dict[str, Any]
-    cluster: dict[str, Any]
-    sizes: tuple[int, ...]
-    batch_tokens: float
-    total_tokens: float
-    space: LayoutSpace
-
-    @property
-    def per_node(self) -> int:
-        """GPUs per node of the cluster."""
-        return int(self.cluster.get("gpus_per_node", 8))
-
-    def points(self) -> Iterator[tuple[int, dict[str, Any]]]:
-        """Every (cluster size, layout), in a fixed order."""
-        for n in self.sizes:
-            for point in self.space.layouts(
-                self.model, n, min(self.per_node, n), self.batch_tokens
-            ):
-                yield n, point
-
-    def layouts(self) -> _Layouts:
-        """The experiment builder of this problem."""
-        model = ModelSpec.model_validate(self.model)
-        return _Layouts(
-            name=f"plan-{model.name}",
-            model=model,
-            training=TrainingSpec(dtype="bf16", total_tokens=float(self.total_tokens)),
-            clusters={
-                n: ClusterSpec.model_validate(
-                    {**self.cluster, "num_gpus": n, "gpus_per_node": min(self.per_node, n)}
-                )
-                for n in self.sizes
-            },
-        )
-
-
-_WORKER: dict[str, Any] = {}
-"""The estimator and experiment builder of the plan a process is searching (see below)."""
-
-
-def search_sizes(payload: dict[str, Any]) -> dict[str, Any]:
-    """Stage-1 task: the best layouts of some cluster sizes by the estimate (runs in a worker).
-
-    Payload: ``problem``, ``sizes``, ``top`` (layouts kept per size; None keeps every one
-    that fits), ``version`` (of the store keys) and ``search`` (a token naming the plan: a
-    worker keeps one estimator for all the sizes of a plan it is given, so that they share
-    its caches: the compute model's op times, chunk ops, bounds). Returns, per size, the
-    kept layouts as (store key, enumeration index, row) best first; the counts
-    (``invalid``, ``estimated``, ``bounded``, ``memory_checked``, ``oom``, ``error``); and
-    the smallest peak memory of the layouts found out of memory (None: none was).
-    """
-    problem: _Problem = payload["problem"]
-    if _WORKER.get("search") != payload["search"]:  # a worker's tasks share its caches
-        _WORKER.update(search=payload["search"], layouts=problem.layouts(), stage1=Stage1())
-    layouts, stage1 = _WORKER["layouts"], _WORKER["stage1"]
-    counts: Counter[str] = Counter()
-    peaks: list[float] = []
-    by_size: dict[int, list[tuple[int, dict[str, Any]]]] = {n: [] for n in payload["sizes"]}
-    for index, (n, point) in enumerate(problem.points()):
-        if n in by_size:
-            by_size[n].append((index, point))
-    top, version = payload["top"], payload["version"]
-    kept = {
-        n: _best_of_size(layouts, stage1, n, points, top, version, counts, peaks)
-        for n, points in by_size.items()
-    }
-    return {"kept": kept, "counts": dict(counts), "min_peak": min(peaks, default=None)}
-
-
-def _best_of_size(
-    layouts: _Layouts,
-    stage1: Stage1,
-    n: int,
-    points: list[tuple[int, dict[str, Any]]],
-    top: int | None,
-    version: str,
-    counts: Counter[str],
-    peaks: list[float],
-) -> list[tuple[str, int, dict[str, Any]]]:
-    """The ``top`` layouts of one size by tokens/s that fit in memory (branch and bound).
-
-    Each layout's step time has a lower bound (its compute and pipeline fill alone:
-    :meth:`~simtrain.estimator.Estimator.lower_bound`), hence its tokens/s an upper
-    bound. Layouts are estimated from the highest bound down, and each that would enter
-    the best ``top`` so far is checked for memory. Once a layout's bound cannot beat the
-    ``top``-th best that fits, no later one's can: they are counted ``bounded`` and not
-    estimated. The result is the one estimating every layout would give (ties:
-    enumeration order).
-    """
-    estimator = stage1.estimator
-    queue: list[tuple[float, int, ExperimentSpec]] = []
-    for index, point in points:
-        try:
-            spec = layouts.spec(n, point)
-        except SpecError:
-            counts["invalid"] += 1
-            continue
-        except Exception:  # a rule that crashes is a bug elsewhere: counted, the search goes on
-            counts["error"] += 1
-            continue
-        try:
-            bound = _tokens(spec) / (estimator.lower_bound(spec) * _BOUND_SLACK)
-        except Exception:  # a layout the estimator cannot time: counted, the search goes on
-            counts["error"] += 1
-            continue
-        queue.append((-bound, index, spec))
-    queue.sort(key=lambda entry: entry[:2])
-    best: list[tuple[float, int, str, dict[str, Any]]] = []  # (-tokens/s, index, key, row)
-    for position, (negative_bound, index, spec) in enumerate(queue):
-        if top is not None and len(best) >= top and (negative_bound, index) > best[-1][:2]:
-            counts["bounded"] += len(queue) - position
-            break
-        try:
-            estimate = estimator.estimate(spec)
-        except Exception:  # a layout the estimator cannot time: counted, the search goes on
-            counts["error"] += 1
-            continue
-        counts["estimated"] += 1
-        entry = (-_tokens(spec) / estimate.step_time_s, index)
-        if top is not None and len(best) >= top and entry > best[-1][:2]:
-            continue
-        key = config_key(spec, version)
-        row = stage1.evaluate(key, spec, estimate)
-        counts["memory_checked"] += 1
-        if row["status"] == "oom":
-            counts["oom"] += 1
-            peaks.append(row["peak_memory_bytes"])
-        elif row["status"] == ESTIMATED:
-            bisect.insort(best, (*entry, key, row))
-            del best[len(best) if top is None else top :]
-        else:
-            counts["error"] += 1
-    return [(key, index, row) for _, index, key, row in best]
-
-
-_BOUND_SLACK = 1.0 - 1e-9
-"""The lower bound is shaded by rounding's worth, so that it never exceeds an estimate."""
-
-
-def _tokens(spec: ExperimentSpec) -> float:
-    """Tokens per step."""
-    return spec.parallel.global_batch_size * spec.model.seq_length
-
-
-@dataclass
-class _Layouts:
-    """Builds a plan's experiments cheaply: the fixed sections validated once (internal)."""
-
-    name: str
-    model: ModelSpec
-    training: TrainingSpec
-    clusters: dict[int, ClusterSpec]
-    stacks: dict[str, TrainingSpec] = field(default_factory=dict)
-
-    def spec(self, num_gpus: int, point: dict[str, Any]) -> ExperimentSpec:
-        """The experiment of one layout (raises SpecError when the spec's rules reject it)."""
-        parallel = {
-            k.removeprefix("parallel."): v for k, v in point.items() if k.startswith("parallel.")
-        }
-        framework = point.get("training.framework", self.training.framework)
-        training = self.stacks.get(framework)
-        if training is None:
-            # resolved once (attention kernel, execution mode, ... from the stack's profile),
-            # so that every layout shares the one section
-            data = {"training": {**self.training.model_dump(), "framework": framework}}
-            training = self.stacks[framework] = TrainingSpec.model_validate(
-                resolve_framework_defaults(data)["training"]
-            )
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # a search crosses settings on purpose
-                return ExperimentSpec.model_validate(
-                    {
-                        "name": self.name,
-                        "model": self.model,
-                        "parallel": ParallelSpec.model_validate(parallel),
-                        "cluster": self.clusters[num_gpus],
-                        "training": training,
-                    }
-                )
-        except ValueError as exc:  # pydantic's ValidationError is a ValueError
-            raise SpecError(str(exc)) from None
-
-
+_WORKER_MODULES = ("simtrain.sweep.plan_search", "simtrain.sweep.evaluate")
+"""What a plan's workers run: stage 1 (:func:`search_sizes`) and the simulations."""
+_SIMULATION_MODULES = ("simtrain.sweep.evaluate",)
+"""What the workers of a small plan run: the simulations."""
 STAGE1_POOL_MIN_LAYOUTS = 10_000
 """Layouts from which stage 1 runs in the workers. Below, the driver searches them faster
 than worker processes start (each imports simtrain and fills caches of its own: about two
 seconds on two cores, the whole search of Llama 3 8B on up to 16 GPUs)."""
+
+
+def _plan_executor(
+    executor: str, num_workers: int | None, address: str | None, small: bool
+) -> Executor:
+    """Where a plan's stage 1 and simulations run (local workers start on ``start()``).
+
+    A large search runs stage 1 in the workers, one task per size, then simulates its picks
+    there. A small one (``small``: under :data:`STAGE1_POOL_MIN_LAYOUTS` layouts, or one
+    size) searches in the driver, and its simulations share one worker fewer and the
+    driver (warm, and otherwise waiting; on two cores, one worker importing while the
+    driver searches takes no core from it). One process in all: everything in the driver.
+    """
+    if executor != "local":
+        return get_executor(executor, num_workers, address)
+    workers = num_workers or os.cpu_count() or 1
+    if workers <= 1:
+        return InlineExecutor()
+    if small:
+        return LocalExecutor(workers - 1, _SIMULATION_MODULES, with_caller=True)
+    return LocalExecutor(workers, _WORKER_MODULES)
 
 
 def _stage1(
@@ -428,7 +254,7 @@ def _stage1(
         try:
             done = search_sizes({**base, "sizes": tuple(sizes)})
         finally:
-            _WORKER.clear()  # the driver keeps no caches past the plan
+            forget_search()  # the driver keeps no caches past the plan
         advance(len(points))
         return done
     merged: dict[str, Any] = {"kept": {}, "counts": Counter(), "min_peak": None}
@@ -557,7 +383,8 @@ def plan(
     points = list(problem.points())
     counts["enumerated"] = len(points)
     check_executor(executor, address)
-    runner = get_executor(executor, num_workers, address)
+    small = len(sizes) == 1 or len(points) < STAGE1_POOL_MIN_LAYOUTS
+    runner = _plan_executor(executor, num_workers, address, small)
     clock = [time.perf_counter()]
     stage_wall_s: dict[str, float] = {}
 
@@ -566,12 +393,9 @@ def plan(
         stage_wall_s[name], clock[0] = now - clock[0], now
 
     try:
+        runner.start()  # the workers import simtrain while the driver enumerates and searches
         found = _stage1(problem, points, runner, None if exhaustive else simulate_top, version,
                         display)  # fmt: skip
-        # A search small enough for the driver has few picks to simulate: they run here too,
-        # where simtrain is warm, rather than in workers that would start cold.
-        small = executor == "local" and len(points) < STAGE1_POOL_MIN_LAYOUTS and not exhaustive
-        des_runner = InlineExecutor() if small else runner
         for name, value in found["counts"].items():
             counts[name] += value
         lap("estimate")
@@ -630,7 +454,7 @@ def plan(
                 if not todo:
                     break
                 batch = {k: chosen[k] for n in sorted(todo) for k in per_size[n]}
-                simulate_configurations(batch, results, version, des_runner, display)
+                simulate_configurations(batch, results, version, runner, display)
                 stored = results.get_all()
                 for n in todo:
                     done = [(stored[k], k) for k in per_size[n]

@@ -22,6 +22,7 @@ import pandas as pd
 from simtrain.api import simtrain_version
 from simtrain.catalog.prices import preset_price
 from simtrain.errors import SpecError
+from simtrain.gcpause import cyclic_gc_paused
 from simtrain.limits import MAX_CONFIGS
 from simtrain.report.progress import Advance, Progress
 from simtrain.report.progress import progress as progress_display
@@ -128,9 +129,11 @@ def run_sweep(
             if exhaustive:
                 chosen = _every_pending(configurations, seen, display.stage("sweep", total))
             else:
-                chosen = _estimate_all(
-                    sweep, configurations, seen, estimates, top, display.stage("estimating", total)
-                )
+                with cyclic_gc_paused():
+                    chosen = _estimate_all(
+                        sweep, configurations, seen, estimates, top,
+                        display.stage("estimating", total),
+                    )  # fmt: skip
             wanted = set(chosen)
             todo = {c.key: c.spec for c in seen if c.key in wanted and c.spec is not None}
             counts["from_store"] = sum(key in done for key in chosen)

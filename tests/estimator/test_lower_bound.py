@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from simtrain.estimator import Estimator
-from simtrain.sweep.planner import _best_of_size, _Problem
+from simtrain.sweep.plan_search import _best_of_size, _Problem
 from simtrain.sweep.search import Stage1
 from simtrain.sweep.space import LayoutSpace
 from tests.conftest import GPT_TINY, LLAMA_TINY

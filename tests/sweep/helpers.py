@@ -49,3 +49,17 @@ def die_on_two(x: int) -> dict:
     if x == 2:
         os._exit(1)
     return {"status": "ok", "error": "", "x": x}
+
+
+def imported(name: str) -> dict:
+    """A task saying whether module ``name`` was imported in its worker before it ran."""
+    import sys
+
+    return {"status": "ok", "error": "", "imported": name in sys.modules}
+
+
+def process_id(x: int) -> dict:
+    """A task saying which process ran it."""
+    import os
+
+    return {"status": "ok", "error": "", "x": x, "pid": os.getpid()}
