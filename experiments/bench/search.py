@@ -12,8 +12,9 @@ Usage: PYTHONPATH=. python experiments/bench/search.py [--json] [--sample 500] [
    ``experiments/sweeps/llama3-70b-1024.yaml`` and the planner's layout space for Llama 3 8B
    on 8-64 H100 under every framework profile (1M tokens per step). Each is estimated and
    simulated (memory is not checked: agreement is about step time); the table reports the
-   distribution of |estimate / simulation - 1| (median, p95, max) and the simulator's
-   configurations per second on one core (its own wall time per configuration).
+   distribution of |estimate / simulation - 1| (median, p95, max), the configurations of
+   the largest disagreement, and the simulator's configurations per second on one core (its
+   own wall time per configuration).
 
 The 1-minute load average is printed alongside: on a shared machine, rates scale with it.
 """
@@ -126,6 +127,19 @@ def simulate_step(payload: dict[str, Any]) -> dict[str, Any]:
     return {"step_time_s": step, "wall_s": time.perf_counter() - began}
 
 
+WORST = 5  # configurations of the largest disagreement listed, to look into
+
+
+def layout(spec: Any) -> str:
+    """The parallel layout of a configuration, in one line."""
+    p = spec.parallel
+    return (
+        f"{spec.cluster.num_gpus} GPUs tp {p.tp} pp {p.pp} vpp {p.vpp} cp {p.cp} dp {p.dp} "
+        f"ZeRO-{p.zero_stage} mb {p.micro_batch_size} x {p.num_microbatches} "
+        f"{p.pipeline_schedule} recompute {p.recompute}"
+    )
+
+
 def agreement(sample: list[tuple[str, Any]], workers: int) -> dict[str, Any]:
     """Estimate and simulate every configuration of the sample; errors and speeds."""
     estimator = Estimator()
@@ -140,15 +154,17 @@ def agreement(sample: list[tuple[str, Any]], workers: int) -> dict[str, Any]:
     finally:
         runner.close()
     wall = time.perf_counter() - began
-    errors, by_population, failed = [], {}, []
+    errors, by_population, failed, signed = [], {}, [], []
     for key, row in results.items():
-        population = sample[int(key)][0].split(" x ")[0]
+        name, spec = sample[int(key)]
+        population = name.split(" x ")[0]
         if "step_time_s" not in row:
             failed.append(row.get("error", "?"))
             continue
         error = estimates[key] / row["step_time_s"] - 1.0
         errors.append(abs(error))
         by_population.setdefault(population, []).append(abs(error))
+        signed.append((error, name, layout(spec)))
     des_s = sum(row.get("wall_s", 0.0) for row in results.values())
 
     def distribution(values: list[float]) -> dict[str, float]:
@@ -163,6 +179,10 @@ def agreement(sample: list[tuple[str, Any]], workers: int) -> dict[str, Any]:
     return {
         "error": distribution(errors),
         "error_by_population": {k: distribution(v) for k, v in sorted(by_population.items())},
+        "worst": [
+            {"error": e, "configuration": name, "layout": text}
+            for e, name, text in sorted(signed, key=lambda r: -abs(r[0]))[:WORST]
+        ],
         "failed": len(failed),
         "failures": failed[:3],
         "des_per_s_one_core": len(results) / des_s if des_s else 0.0,
@@ -213,6 +233,9 @@ def main() -> None:
     for name, d in agree["error_by_population"].items():
         print(f"  {name}: {d['count']} configurations, median {d['median']:.2e}, "
               f"p95 {d['p95']:.2e}, max {d['max']:.2e}")  # fmt: skip
+    print("largest disagreements (estimate / simulation - 1):")
+    for row in agree["worst"]:
+        print(f"  {row['error']:+.3f}  {row['configuration']}: {row['layout']}")
 
 
 if __name__ == "__main__":
