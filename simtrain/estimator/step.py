@@ -268,6 +268,7 @@ class _Setup:
     sync_on_p2p: bool = False
     per_collective_s: float = 0.0
     contended: bool = False
+    blocking_sends: bool = False
 
     @property
     def every_mb(self) -> bool:
@@ -283,15 +284,21 @@ class _Setup:
 
 
 def _chain_actions(
-    shape: ScheduleShape, table: list[tuple[Any, ...]], num: int, sync_on_p2p: bool
+    shape: ScheduleShape,
+    table: list[tuple[Any, ...]],
+    num: int,
+    sync_on_p2p: bool,
+    blocking_sends: bool,
 ) -> tuple[list[float], list[float], list[float], list[list[Mark]], list[float]]:
     """Chain a compiled schedule's actions (see :mod:`simtrain.estimator.pipeline`).
 
     Returns, per rank, when its compute stream frees, when its last action's trailing
     collectives end, when its transfers end, the start, end and host offset of each of its
     actions that compute weight gradients, and when its host has issued everything. It
-    depends only on the schedule, the slots' times and ``sync_on_p2p``, so configurations
-    that share them share it.
+    depends only on the schedule, the slots' times, ``sync_on_p2p`` and ``blocking_sends``, so
+    configurations that share them share it. With ``blocking_sends`` (pipeline transfers not
+    overlapped, ``parallel.overlap_p2p_comm`` off) a rank's next action waits for its send to
+    end, as the engine's does.
 
     The host stream runs ahead of the device from action to action (or falls behind it) as
     the engine's does (:mod:`simtrain.engine.host`): an action's host starts where the
@@ -339,6 +346,8 @@ def _chain_actions(
             if pp_free[r] > ready:
                 ready = pp_free[r]
             pp_free[r] = arrival[j] = ready + p2p_s
+            if blocking_sends and arrival[j] > compute_free[r]:
+                compute_free[r] = arrival[j]
             if sync_on_p2p:
                 unsynced[r] = max(unsynced[r], arrival[j])
         if computing[k]:
@@ -428,6 +437,7 @@ class Estimator:
             host and p.pp > 1 and getattr(compute, "execution_mode", "eager") == "eager",
             collective_issue_s(compute) if host else 0.0,
             bool(getattr(getattr(compute, "calibration", None), "collective_sms", 0)),
+            not p.overlap_p2p_comm,
         )  # fmt: skip
         name = p.pipeline_schedule if p.pp > 1 else "1f1b"
         chunks = context.chunks
@@ -564,10 +574,11 @@ class Estimator:
                     row = table[k]
                     table[k] = (row[0] + extra, row[1] + extra, row[2], row[3] + extra,
                                 row[4] + extra, *row[5:])  # fmt: skip
-        key = (shape.key, setup.sync_on_p2p, tuple(row[:7] for row in table))
+        rules = (setup.sync_on_p2p, setup.blocking_sends)
+        key = (shape.key, rules, tuple(row[:7] for row in table))
         chained = self._chains.get(key)
         if chained is None:
-            chained = self._chains[key] = _chain_actions(shape, table, num, setup.sync_on_p2p)
+            chained = self._chains[key] = _chain_actions(shape, table, num, *rules)
         compute_free, hold, pp_free, marks, host_free = chained
         busy, waited = [0.0] * num, [0.0] * num
         for k, slot in enumerate(shape.slots):

@@ -180,3 +180,34 @@ def test_random_sample_of_the_70b_sweep_agrees():
     rng = np.random.default_rng(5)
     sample = [pending[i] for i in rng.choice(len(pending), size=24, replace=False)]
     check("llama3-70b-1024 sweep sample", errors(sample))
+
+
+@pytest.mark.parametrize(("schedule", "vpp"), [("1f1b", 1), ("interleaved", 4)])
+def test_blocking_pipeline_sends_hold_the_sender_in_the_estimate_too(schedule, vpp):
+    # Without overlap_p2p_comm the sender's next action waits for its send to end (the
+    # engine's blocking send); the estimate must wait too. Llama 3 8B with two layers per
+    # chunk and stages on different nodes, so the transfers weigh; compiled, so that no host
+    # synchronisation on the transfers (eager pipelines) already holds the sender.
+    def both(overlap: bool) -> tuple[float, float]:
+        spec = load_experiment(
+            ROOT / "experiments" / "quickstart.yaml",
+            [
+                "cluster.num_gpus=32",
+                "parallel.tp=4",
+                "parallel.pp=4",
+                f"parallel.vpp={vpp}",
+                f"parallel.pipeline_schedule={schedule}",
+                "parallel.global_batch_size=16",
+                f"parallel.overlap_p2p_comm={overlap}",
+                "training.execution_mode=compiled",
+            ],
+        )
+        return Estimator().estimate(spec).step_time_s, simulate(spec).step_time_s
+
+    blocking, truth = both(False)
+    overlapped, faster_truth = both(True)
+    engine_wait = truth - faster_truth
+    assert engine_wait > 0  # the engine's sender waits
+    # the estimate waits by about as much (the step's other small differences aside)
+    assert blocking - overlapped == pytest.approx(engine_wait, rel=0.3)
+    assert abs(blocking / truth - 1) <= TOLERANCE
