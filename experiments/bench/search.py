@@ -39,7 +39,7 @@ from simtrain.specs.loader import load_yaml_tree
 from simtrain.specs.sweep import load_sweep
 from simtrain.sweep.enumerate import candidates
 from simtrain.sweep.executors import get_executor
-from simtrain.sweep.plan_search import _Problem
+from simtrain.sweep.plan_search import PlanProblem
 from simtrain.sweep.space import LayoutSpace
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,7 +48,7 @@ FRAMEWORKS = sorted(p.stem for p in (ROOT / "simtrain/catalog/frameworks").glob(
 
 def planner_specs(model: str, sizes: tuple[int, ...], batch_tokens: float) -> list[Any]:
     """Every valid layout of the planner's space for ``model`` on ``sizes`` H100 GPUs."""
-    problem = _Problem(
+    problem = PlanProblem(
         load_yaml_tree(ROOT / "workloads" / f"{model}.yaml")["model"],
         {"accelerator": "H100-SXM", "gpus_per_node": 8},
         sizes,

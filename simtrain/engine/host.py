@@ -154,12 +154,7 @@ def _plan_rank(
         if task.category == "optimizer":
             sync = list(task.deps)  # gradient-norm / overflow checks read reduced gradients
         elif sync_on_p2p:
-            sync = []
-            for dep in task.deps:
-                if is_p2p[dep]:
-                    sync.append(dep)
-            if sends:
-                sync += sends
+            sync = [d for d in task.deps if is_p2p[d]] + sends
         else:
             sync = None
         if sync:

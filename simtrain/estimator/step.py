@@ -38,7 +38,6 @@ from simtrain.estimator.pipeline import ScheduleShape, Slot, schedule_shape
 from simtrain.estimator.walk import NO_HOST, ActionTiming, SegmentTimes, walk
 from simtrain.parallel.builder import (
     EP_HOPS,
-    GRAD_BYTES,
     SHARD_AXIS,
     ep_hop_group,
     make_shard,
@@ -49,6 +48,7 @@ from simtrain.parallel.layout import RankLayout
 from simtrain.parallel.segments import SegmentPlan
 from simtrain.parallel.stages import chunk_layers
 from simtrain.specs.experiment import ExperimentSpec
+from simtrain.specs.framework import GRAD_REDUCE_BYTES
 from simtrain.specs.framework_resolve import effective_zero_stage
 from simtrain.workload.linear import weight_cast_op
 from simtrain.workload.ops import Op
@@ -610,7 +610,7 @@ class Estimator:
         of its own after the backward when that is not overlapped).
         """
         spec, p = setup.spec, setup.spec.parallel
-        grad_bytes = GRAD_BYTES[spec.training.grad_reduce_dtype]
+        grad_bytes = GRAD_REDUCE_BYTES[spec.training.grad_reduce_dtype]
         rank, network, stage = setup.ranks[r], setup.network, setup.zero_stage
         sharding = setup.profile.sharding
         group = self._group(setup.layout, rank, setup.dp_axis, p)

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from simtrain.catalog.frameworks import get_framework
 from simtrain.parallel.stages import chunk_layers
 from simtrain.specs.experiment import ExperimentSpec
+from simtrain.specs.framework import GRAD_REDUCE_BYTES
 from simtrain.specs.framework_resolve import effective_zero_stage
 from simtrain.workload.counts import (
     attention_biases,
@@ -215,8 +216,6 @@ def rank_model_states(spec: ExperimentSpec, rank: int) -> ModelStateBytes:
 FP8_GATHER_BYTES = 1
 """Bytes per element of a weight gathered in FP8 (its per-tensor scale is negligible)."""
 
-GRAD_DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
-
 
 def fp8_gathers(spec: ExperimentSpec) -> bool:
     """Whether sharded-data-parallel gathers of linear weights carry FP8 (1 byte per element).
@@ -252,7 +251,7 @@ def unsharded_grad_bytes(spec: ExperimentSpec, rank: int) -> float:
     ):
         return 0.0
     if sharding.unsharded_grad_dtype == "reduce":
-        per_param = GRAD_DTYPE_BYTES[spec.training.grad_reduce_dtype or "fp32"]
+        per_param = GRAD_REDUCE_BYTES[spec.training.grad_reduce_dtype or "fp32"]
     else:
         per_param = GRAD_BYTES
     params = rank_params(spec, rank)

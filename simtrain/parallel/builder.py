@@ -33,6 +33,7 @@ from simtrain.parallel.segments import SegmentPlan, segment_ops
 from simtrain.parallel.sharding import with_param_gathers
 from simtrain.parallel.stages import chunk_layers, recomputed_layers
 from simtrain.specs.experiment import ExperimentSpec
+from simtrain.specs.framework import GRAD_REDUCE_BYTES
 from simtrain.specs.framework_resolve import effective_zero_stage
 from simtrain.workload.linear import weight_cast_op
 from simtrain.workload.ops import Op
@@ -47,7 +48,6 @@ from simtrain.workload.transformer import (
     layer_ops,
 )
 
-GRAD_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 SHARD_AXIS = "dp_shard"  # pseudo-axis of a rank's ZeRO shard group (see _RankBuilder.group)
 EP_HOPS = ("ep_intra", "ep_inter")  # pseudo-axes of a DeepEP dispatch's two hops (ep_hop_group)
 Dep = int | str  # a task index, or the key of a point-to-point transfer resolved at the end
@@ -425,7 +425,7 @@ class _StepAssembler:
         self.profile = get_framework(spec.training.framework)
         self.zero_stage = effective_zero_stage(spec)
         self.p2p_op = p2p_op(spec)
-        self.grad_bytes = GRAD_BYTES[spec.training.grad_reduce_dtype]
+        self.grad_bytes = GRAD_REDUCE_BYTES[spec.training.grad_reduce_dtype]
         self.dp_axis = "dp-cp" if p.cp > 1 else "dp"
 
     def _segments(self, chunk: int, body: str, split_layers: bool) -> SegmentPlan:

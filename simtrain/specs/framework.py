@@ -27,6 +27,8 @@ DEFAULT_FRAMEWORK = "megatron-core"
 """Profile of experiments that name none: the behaviour simtrain had before profiles."""
 
 GradReduceDtype = Literal["fp32", "bf16", "fp16"]
+GRAD_REDUCE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2}
+"""Bytes per gradient element in each gradient-reduction dtype."""
 GatherGranularity = Literal["per_tensor", "per_unit", "per_bucket"]
 Provenance = Literal["documented", "fitted", "assumed"]
 

@@ -1,7 +1,7 @@
 """Stage 1 of a plan: the best layouts of each cluster size by the estimate (branch and bound).
 
 :func:`search_sizes` is the task a plan's workers run (or the driver, for a small search):
-it rebuilds the plan's experiments from plain data (:class:`_Problem`, :class:`_Layouts`)
+it rebuilds the plan's experiments from plain data (:class:`PlanProblem`, :class:`_Layouts`)
 and keeps, per size, the ``top`` layouts by estimated tokens/s that fit in memory
 (:func:`_best_of_size`). It lives apart from :mod:`simtrain.sweep.planner` so that a
 worker imports the estimator and the specs only, not the whole-run reliability model, the
@@ -31,7 +31,7 @@ from simtrain.sweep.space import LayoutSpace
 
 
 @dataclass(frozen=True)
-class _Problem:
+class PlanProblem:
     """What a plan searches, as plain picklable data (stage-1 workers rebuild it).
 
     Attributes:
@@ -100,7 +100,7 @@ def search_sizes(payload: dict[str, Any]) -> dict[str, Any]:
     the smallest peak memory of the layouts found out of memory (None: none was).
     """
     with cyclic_gc_paused(freeze=True):  # the caches only grow, free of cycles
-        problem: _Problem = payload["problem"]
+        problem: PlanProblem = payload["problem"]
         if _WORKER.get("search") != payload["search"]:  # a worker's tasks share its caches
             _WORKER.update(search=payload["search"], layouts=problem.layouts(), stage1=Stage1())
         layouts, stage1 = _WORKER["layouts"], _WORKER["stage1"]

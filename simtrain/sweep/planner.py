@@ -62,7 +62,7 @@ from simtrain.sweep.executors import (
     check_executor,
     get_executor,
 )
-from simtrain.sweep.plan_search import _Problem, forget_search, search_sizes
+from simtrain.sweep.plan_search import PlanProblem, forget_search, search_sizes
 from simtrain.sweep.run import open_store, preset_usd_per_gpu_hour, simulate_configurations
 from simtrain.sweep.space import LayoutSpace
 from simtrain.workload.counts import count_parameters
@@ -234,7 +234,7 @@ def _plan_executor(
 
 
 def _stage1(
-    problem: _Problem,
+    problem: PlanProblem,
     points: list[tuple[int, dict[str, Any]]],
     runner: Executor,
     top: int | None,
@@ -371,7 +371,7 @@ def plan(
     peak = acc.peak_flops["bf16"]
     n_lo = 6 * num_params * total_tokens / (deadline_days * SECONDS_PER_DAY * OPTIMISTIC_MFU * peak)
     sizes = cluster_sizes(n_lo, per_node, max_gpus)
-    problem = _Problem(model_data, cluster, tuple(sizes), batch_tokens, total_tokens,
+    problem = PlanProblem(model_data, cluster, tuple(sizes), batch_tokens, total_tokens,
                        space or LayoutSpace())  # fmt: skip
     layouts = problem.layouts()
     display = progress or Progress()

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from simtrain.estimator import Estimator
-from simtrain.sweep.plan_search import _best_of_size, _Problem
+from simtrain.sweep.plan_search import PlanProblem, _best_of_size
 from simtrain.sweep.search import Stage1
 from simtrain.sweep.space import LayoutSpace
 from tests.conftest import GPT_TINY, LLAMA_TINY
@@ -31,7 +31,7 @@ def test_the_lower_bound_is_below_the_estimate(model, seed, batch):
 def test_branch_and_bound_keeps_the_best_that_estimating_everything_keeps():
     model = {**LLAMA_TINY, "num_layers": 8}
     space = LayoutSpace(tp=(1, 2, 4), pp=(1, 2, 4), cp=(1, 2), micro_batch_sizes=(1, 2))
-    problem = _Problem(model, {"accelerator": "H100-SXM", "gpus_per_node": 8}, (16,),
+    problem = PlanProblem(model, {"accelerator": "H100-SXM", "gpus_per_node": 8}, (16,),
                        16 * model["seq_length"] * 8, 1e9, space)  # fmt: skip
     points = list(enumerate(point for _, point in problem.points()))
     layouts = problem.layouts()
