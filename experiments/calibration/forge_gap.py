@@ -9,7 +9,14 @@ for ZeRO-1's reduce-scatter and all-gather (each ring crosses every node boundar
 channel; ``groups_per_node x 2 x gradient bytes x (DP - 1) / DP``), with the seconds that takes
 at the node's measured NIC rate (4 x 23.82 GB/s, osu_bw on LUMI-G). If the data-parallel
 network were the mechanism, the gap per NIC byte would be about the same across rows; the
-last column shows it is not (docs/references/amd.md §2.3). It fits nothing.
+last column shows it is not (docs/references/amd.md §2.3).
+
+The one power measurement (FORGE-L on 1,024 GCDs: 0.2507 TF/s per watt for 2 x 46.95 TF/s,
+a mean of 374.6 W per MI250X module, docs/references/amd.md §2.3) then asks what the gap is
+made of. Under simtrain's power by state (docs/references/energy.md §1.1: compute at the
+power cap, exposed communication at half, idle at a fifth), the script prints the module
+power of the simulated step, and of the measured step with the gap spent idle, waiting on
+communication, or computing (kernels slower than simulated). It fits nothing.
 
 Usage (from the repository root):
   PYTHONPATH=. python experiments/calibration/forge_gap.py
@@ -24,12 +31,19 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from fit_vendor import load_runs
 
-from simtrain.catalog import get_link
+from simtrain.api import simulate
+from simtrain.catalog import get_accelerator, get_link
 from simtrain.compute import calibration_for
+from simtrain.metrics.energy import power_model
 from simtrain.workload.counts import count_parameters
 
 GRAD_BYTES_PER_PARAM = 2
 """bf16 (FORGE-S/M/L) and fp16 (175B) gradients, reduced in their own dtype by ZeRO-1."""
+POWER_ROW = "forge-l-1024"
+"""The row whose run logged its power (FORGE's notebook, cell 19)."""
+MEASURED_MODULE_W = 2 * 46.95 / 0.2507
+"""Mean MI250X module power of that run: the notebook's TF/s per watt for 2 GCDs at 46.95."""
+GCDS_PER_MODULE = 2
 
 
 def main() -> None:
@@ -60,6 +74,39 @@ def main() -> None:
             f"{nic_bytes / nic_bw:6.2f} {per_byte}",
             flush=True,
         )
+    power_check(next(r for r in load_runs("mi250x") if r.name == POWER_ROW))
+
+
+def power_check(run) -> None:
+    """Module power of ``run``'s simulated step and of its measured step, by what fills the gap."""
+    result = simulate(run.spec)
+    rank = result.ranks[0]
+    model = power_model(run.spec.cost, get_accelerator(run.spec.cluster.accelerator))
+    assert model is not None
+    known_j = (
+        rank.busy_s * model.compute_watts
+        + rank.exposed_comm_s * model.comm_watts
+        + rank.bubble_s * model.idle_watts
+    )
+    gap = run.measured_s - result.step_time_s
+    print(
+        f"\n{POWER_ROW}: mean module power, measured {MEASURED_MODULE_W:.1f} W "
+        f"(cap {GCDS_PER_MODULE * model.cap_watts:.0f} W)"
+    )
+    simulated_w = module_w(known_j, result.step_time_s)
+    print(f"  simulated step {result.step_time_s:.1f} s: {simulated_w:.0f} W")
+    for label, watts in (
+        ("idle", model.idle_watts),
+        ("waiting on communication", model.comm_watts),
+        ("computing (slower kernels)", model.compute_watts),
+    ):
+        measured_w = module_w(known_j + gap * watts, run.measured_s)
+        print(f"  measured step {run.measured_s:.1f} s, gap {label}: {measured_w:.0f} W")
+
+
+def module_w(gcd_joules: float, step_s: float) -> float:
+    """Mean power of one MI250X module from one GCD's energy over a step."""
+    return GCDS_PER_MODULE * gcd_joules / step_s
 
 
 if __name__ == "__main__":
