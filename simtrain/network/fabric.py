@@ -27,8 +27,9 @@ What the figures mean, so that new kinds agree with the built-in ones:
   over the group's ranks of one node (230 GB/s on 8 x A100, 370 GB/s on 8 x H100).
 - ``inter.bandwidth_bytes_per_s``: the bus bandwidth the group's ring can reach across
   nodes, i.e. what one node's usable NICs carry per direction after every shared tier takes
-  its toll (192 GB/s for 2 x DGX A100 with 8 HDR NICs: 8 x 24 GB/s). The ring's bus
-  bandwidth is ``min(intra, inter)``.
+  its toll (192 GB/s for 2 x DGX A100 with 8 HDR NICs: 8 x 24 GB/s), and after the group's
+  replicas on the same node took their share of its NICs. The ring's bus bandwidth is
+  ``min(intra, inter)``.
 - ``inter.flow_bandwidth_bytes_per_s``: one point-to-point transfer between two nodes (one
   NIC, after the same tolls); ``intra.flow_bandwidth_bytes_per_s`` the same inside a node.
 - ``latency_s`` and ``link_class``: the catalog's per-step latency of the tier's links and

@@ -13,6 +13,9 @@ the ring's hops leave their leaf, the leaf's N NICs push N·f flows into uplinks
 U, and each flow gets at most U / (N·f); likewise for the hops that leave their pod and the
 pod's spine-to-core capacity. An oversubscribed tier therefore costs nothing to rings that
 stay below it (consecutive nodes on one leaf) and 1/r to rings whose every hop crosses it.
+The group's replicas on the same node (the other tensor-parallel ranks' data-parallel
+groups) open their channels at the same moment too: where they open more than the node has
+NICs (8 GCDs, 4 NICs on Frontier), each NIC's flows split it (:func:`nic_flows`).
 
 That even spread is what adaptive routing achieves. When the topology hashes
 (``clos_routing: ecmp``), each connection's flows (``ecmp_flows_per_connection``) pick their
@@ -81,6 +84,7 @@ def clos_view(topology: Topology, cluster: ClusterSpec, devices: np.ndarray) -> 
         return GroupFabric(**common)
     nics = max(1, topology.nics_per_node)
     channels = max(1, min(int(counts.min()), nics))
+    flows_per_nic = nic_flows(g, nics, int(counts.min()), channels)
     nic_bw = out.effective_bandwidth_bytes_per_s
     ring_rate = exchange_rate = nic_bw
     if topology.clos is not None:
@@ -91,6 +95,8 @@ def clos_view(topology: Topology, cluster: ClusterSpec, devices: np.ndarray) -> 
         src, dst = _exchange_pairs(np.array([devices[r[0]] // g for r in by_node]))
         rail = np.zeros(src.size, dtype=np.int64)
         exchange_rate = min(nic_bw, _tier_limit(topology, topology.clos, src, dst, rail, flows))
+    ring_rate /= flows_per_nic
+    exchange_rate /= flows_per_nic
     inter = Tier(
         bandwidth_bytes_per_s=channels * ring_rate,
         latency_s=out.latency_s,
@@ -102,8 +108,28 @@ def clos_view(topology: Topology, cluster: ClusterSpec, devices: np.ndarray) -> 
         "scale_out_share_ring": ring_rate / nic_bw,
         "scale_out_share_exchange": exchange_rate / nic_bw,
         "channels": float(channels),
+        "flows_per_nic": flows_per_nic,
     }
     return GroupFabric(**common, inter=inter, collnet=topology.sharp is not None, notes=notes)
+
+
+def nic_flows(gpus_per_node: int, nics: int, ranks_per_node: int, channels: int) -> float:
+    """Flows each NIC of a node carries when every replica of a group communicates at once.
+
+    Under SPMD the group's replicas (the other data- or tensor-parallel groups) tile the
+    node: ``gpus_per_node / ranks_per_node`` of them, each opening ``channels`` connections
+    across nodes. When they open more connections than the node has NICs, the NICs (and the
+    switch tiers above them, whose limits assume one flow per NIC) are shared: every flow gets
+    1 / flows of its NIC. Example: a data-parallel group of a TP 2 job on Frontier (4 of 8
+    GCDs per node, 4 NICs) opens 4 channels; the other TP rank's group opens 4 more, so each
+    NIC carries 2 flows and each group's ring reaches half the node's 4 x 23.8 GB/s. With one
+    NIC per GPU (DGX) a group never exceeds one flow per NIC.
+
+    >>> nic_flows(8, 4, 4, 4), nic_flows(8, 4, 1, 1), nic_flows(8, 8, 1, 1), nic_flows(8, 4, 8, 4)
+    (2.0, 2.0, 1.0, 1.0)
+    """
+    replicas = gpus_per_node / max(1, ranks_per_node)
+    return max(1.0, replicas * channels / max(1, nics))
 
 
 def _node_ring_bandwidth(topology: Topology, local: tuple[int, ...], default: float) -> float:

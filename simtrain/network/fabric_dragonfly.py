@@ -47,11 +47,12 @@ def dragonfly_view(topology: Topology, cluster: ClusterSpec, devices: np.ndarray
     nics = max(1, topology.nics_per_node)
     by_node = GroupLayout.of(devices, topology).by_node
     channels = int(base.notes.get("channels", 1))
+    flows_per_nic = base.notes.get("flows_per_nic", 1.0)
     src, dst, _ = _ring_hops(devices, by_node, g, nics, channels)
-    ring_rate = min(nic_bw, _limit(topology.router, src, dst, nics))
+    ring_rate = min(nic_bw, _limit(topology.router, src, dst, nics)) / flows_per_nic
     nodes = np.array([devices[r[0]] // g for r in by_node])
     src, dst = _exchange_pairs(nodes)
-    exchange_rate = min(nic_bw, _limit(topology.router, src, dst, nics))
+    exchange_rate = min(nic_bw, _limit(topology.router, src, dst, nics)) / flows_per_nic
     inter = dataclasses.replace(
         base.inter,
         bandwidth_bytes_per_s=channels * ring_rate,

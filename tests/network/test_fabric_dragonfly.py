@@ -26,12 +26,25 @@ def test_two_nodes_on_one_switch_are_nic_bound():
 def test_minimal_routing_squeezes_rings_through_one_local_link():
     # One GCD per node over 512 nodes in 4 groups: 124 of the ring's 512 hops move to the
     # next switch of their group (31 per group), and each switch's 16 NICs push that share
-    # through its one local link to the next switch.
+    # through its one local link to the next switch. The group's 7 replicas on the other
+    # GCDs run the same ring: 8 flows on a node's 4 NICs, 2 per NIC.
     group = np.arange(0, 8 * 512, 8)
     minimal = fabric(group, "minimal").inter.bandwidth_bytes_per_s
     ugal = fabric(group, "ugal").inter.bandwidth_bytes_per_s
-    assert minimal == pytest.approx(23.82e9 / (16 * 124 / 512))
-    assert ugal == pytest.approx(23.82e9)  # adaptive routing spreads over 31 local links
+    assert minimal == pytest.approx(23.82e9 / (16 * 124 / 512) / 2)
+    assert ugal == pytest.approx(23.82e9 / 2)  # adaptive routing spreads over 31 local links
+
+
+def test_replicas_of_a_group_share_the_node_nics():
+    # Data-parallel group of a TP 2 job: GCDs 0, 2, 4, 6 of each node. It opens 4 channels,
+    # the TP-rank-1 group (GCDs 1, 3, 5, 7) 4 more, on the node's 4 NICs: each group's ring
+    # reaches half of the 4 x 23.82 GB/s a whole-node group reaches.
+    half = np.concatenate([np.arange(0, 8, 2) + 8 * n for n in range(2)])
+    whole = np.arange(16)
+    shared = fabric(half, nodes=2)
+    assert shared.notes["flows_per_nic"] == 2
+    assert shared.inter.bandwidth_bytes_per_s == pytest.approx(2 * 23.82e9)
+    assert fabric(whole, nodes=2).inter.bandwidth_bytes_per_s == pytest.approx(4 * 23.82e9)
 
 
 def test_all_to_all_across_groups_pays_the_global_taper():

@@ -5,6 +5,7 @@ import pytest
 
 MODULES = [
     "simtrain.network.flow",
+    "simtrain.network.fabric_clos",
     "simtrain.topology.base",
     "simtrain.topology.build",
     "simtrain.topology.fat_tree",
