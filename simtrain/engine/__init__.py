@@ -65,13 +65,21 @@ def run_program(
         mode = getattr(compute, "execution_mode", "eager")
         sync = mode == "eager" if sync_on_p2p is None else sync_on_p2p
         plan = host_plan(program, durations, compute, sync)
-        return execute(program, durations, contended, plan, _spread(contended))
-    return execute(program, durations, contended, transfer_contended_s=_spread(contended))
+        return execute(program, durations, contended, plan, _spread(contended, compute))
+    return execute(program, durations, contended, transfer_contended_s=_spread(contended, compute))
 
 
-def _spread(contended: ContendedDurations | None) -> ContendedDurations | None:
-    """The durations next to a point-to-point transfer (see ``contended_durations``)."""
-    return None if contended is None else contended.spread()
+def _spread(
+    contended: ContendedDurations | None, compute: ComputeModel
+) -> ContendedDurations | None:
+    """The durations next to a point-to-point transfer (see ``contended_durations``).
+
+    None (the same as next to a collective) unless the part's GEMMs are persistent.
+    """
+    calibration = getattr(compute, "calibration", None)
+    if contended is None or not getattr(getattr(calibration, "gemm", None), "persistent", False):
+        return None
+    return contended.spread()
 
 
 def _scaled(program: Program, durations: list[float], speed: Mapping[int, float]) -> list[float]:

@@ -436,6 +436,7 @@ class _Contention:
         self.durations_s = durations_s
         self.contended_s = contended_s
         self.transfer_contended_s = transfer_contended_s or contended_s
+        self.same_for_transfers = self.transfer_contended_s is contended_s
         self.replicated = replicated
         self.simulated = set(program.simulated_ranks)
         # rank -> (start, end, a point-to-point transfer?) of its communication in flight
@@ -476,10 +477,14 @@ class _Contention:
             flights = self.in_flight[rank] = [iv for iv in flights if iv[1] > now]
             if flights:
                 extra = 0.0
+                sigma = self.sigma(index)
+                sigma_transfer = sigma if self.same_for_transfers else None
                 for _, until, transfer in flights:
-                    sigma = self.sigma(index, transfer)
-                    if sigma:
-                        extra += sigma * max(0.0, min(until, now + duration) - now)
+                    if transfer and sigma_transfer is None:
+                        sigma_transfer = self.sigma(index, transfer=True)
+                    rate = sigma_transfer if transfer else sigma
+                    if rate:
+                        extra += rate * max(0.0, min(until, now + duration) - now)
                 if extra:
                     self.running[rank] = (now + duration + extra, index)
                     return duration + extra
