@@ -20,6 +20,15 @@ fp32 partials. The library is assumed to pick the fastest tile and split, as cuB
 hipBLASLt's heuristics aim to. A GEMM can never beat streaming its operands through HBM, so the
 time is the larger of the compute and the memory time, plus a fixed per-kernel cost.
 
+**Persistent kernels** (``GemmCalibration.persistent``; Hopper's warp-specialised cuBLAS and
+CUTLASS 3 kernels) launch at most one CTA per SM of the whole device and hand each CTA a fixed
+share of the tiles. When a collective kernel holds some SMs (``num_sms`` below the device's
+``grid_sms``), the CTAs that find no free SM wait for a whole CTA's share to finish: the
+kernel runs ``ceil(CTAs / free SMs)`` rounds of its waves instead of spreading the tiles over
+the free SMs (a 132-CTA GEMM next to a 24-CTA all-gather on H100 runs about twice as long,
+docs/references/kernels.md §Interference). The tile and split are those the library picks for
+the whole device, since it sizes the launch without knowing the collective is there.
+
 Examples:
     >>> from simtrain.specs.calibration import GemmCalibration
     >>> cal = GemmCalibration(
@@ -29,11 +38,19 @@ Examples:
     0.8
     >>> round(gemm_efficiency(cal, "bf16", 108, 256 * 55, 128 * 2, 4096), 3)  # 110 on 108 SMs
     0.407
+    >>> round(gemm_efficiency(cal, "bf16", 108, 256 * 264, 128 * 2, 4096), 3)  # 528 tiles
+    0.782
+    >>> persistent = cal.model_copy(update={"persistent": True})  # 132 CTAs launched for 132 SMs
+    >>> round(gemm_efficiency(persistent, "bf16", 108, 256 * 264, 128 * 2, 4096, grid_sms=132), 3)
+    0.489
+
+    The last two: 24 of 132 SMs are held by a collective. Spread over the 108 free SMs, the 528
+    tiles take 5 waves; a persistent kernel's 132 CTAs (4 tiles each) take two rounds of 4, so
+    108 SMs at 0.489 do half the work per second of 132 SMs at 0.8: twice the time.
 """
 
 from __future__ import annotations
 
-import math
 from functools import lru_cache
 
 from simtrain.specs.calibration import GemmCalibration
@@ -62,19 +79,47 @@ def _choices(
 
 
 def gemm_efficiency(
-    cal: GemmCalibration, dtype: str, num_sms: int, m: int, n: int, k: int, batch: int = 1
+    cal: GemmCalibration,
+    dtype: str,
+    num_sms: int,
+    m: int,
+    n: int,
+    k: int,
+    batch: int = 1,
+    grid_sms: int | None = None,
 ) -> float:
     """Best fraction of peak over tiles and splits for ``batch`` GEMMs of M x N x K.
 
-    The split-K partial-sum traffic is not included here (see :func:`gemm_time_s`).
+    ``num_sms`` SMs are free; ``grid_sms`` (default ``num_sms``) is the device's SM count a
+    persistent kernel sizes its launch for. The split-K partial-sum traffic is not included
+    here (see :func:`gemm_time_s`).
     """
-    return max(eff for eff, _ in _candidates(cal, dtype, num_sms, m, n, k, batch))
+    grid = num_sms if grid_sms is None else grid_sms
+    candidates = _candidates(cal, dtype, num_sms, m, n, k, batch, grid)
+    if not cal.persistent or grid <= num_sms:
+        return max(eff for eff, _, _ in candidates)
+    return max((full, eff) for eff, _, full in candidates)[1]
+
+
+def _waves(cal: GemmCalibration, ctas: int, num_sms: int, grid_sms: int) -> int:
+    """Rounds of CTAs a kernel of ``ctas`` CTAs runs on ``num_sms`` free SMs (module docstring)."""
+    if not cal.persistent or num_sms >= grid_sms:
+        return -(-ctas // num_sms)
+    launched = min(ctas, grid_sms)
+    return -(-ctas // grid_sms) * -(-launched // num_sms)
 
 
 def _candidates(
-    cal: GemmCalibration, dtype: str, num_sms: int, m: int, n: int, k: int, batch: int
-) -> list[tuple[float, int]]:
-    """(efficiency, split) of every tile and split-K choice."""
+    cal: GemmCalibration,
+    dtype: str,
+    num_sms: int,
+    m: int,
+    n: int,
+    k: int,
+    batch: int,
+    grid_sms: int,
+) -> list[tuple[float, int, float]]:
+    """(efficiency on the free SMs, split, efficiency on the whole device) of every choice."""
     ceiling = cal.ceiling.get(dtype, cal.ceiling.get("bf16", 1.0))
     k_half = cal.k_half
     splits = _splits(cal.max_split_k)
@@ -86,9 +131,11 @@ def _candidates(
         tiles = rows * cols * batch
         for split in splits:
             ctas = tiles * split
-            waves = -(-ctas // num_sms)
             k_slice = k / split
-            out.append((base * ctas / (waves * num_sms) * k_slice / (k_slice + k_half), split))
+            fill = base * k_slice / (k_slice + k_half)
+            full = fill * ctas / (-(-ctas // grid_sms) * grid_sms)
+            waves = _waves(cal, ctas, num_sms, grid_sms)
+            out.append((fill * ctas / (waves * num_sms), split, full))
     return out
 
 
@@ -103,6 +150,7 @@ def gemm_time_s(
     k: int,
     batch: int,
     operand_bytes: float,
+    grid_sms: int | None = None,
 ) -> float:
     """Device seconds of ``batch`` GEMMs of M x N x K (without the fixed per-kernel cost).
 
@@ -117,11 +165,22 @@ def gemm_time_s(
         k: reduction length.
         batch: independent GEMMs of that shape in the kernel.
         operand_bytes: bytes of A, B and C moved through HBM once.
+        grid_sms: the device's SM count (default ``num_sms``); below it, a collective holds
+            the other SMs and a persistent kernel keeps its launch (module docstring).
     """
     flops = 2.0 * m * n * k * batch
-    best = math.inf
-    for eff, split in _candidates(cal, dtype, num_sms, m, n, k, batch):
+    grid = num_sms if grid_sms is None else grid_sms
+
+    def seconds(eff: float, split: int, peak: float) -> float:
         partials = 0.0 if split == 1 else 2.0 * split * m * n * batch * PARTIAL_BYTES
-        time_s = max(flops / (peak_flops * eff), (operand_bytes + partials) / memory_bytes_per_s)
-        best = min(best, time_s)
-    return best
+        return max(flops / (peak * eff), (operand_bytes + partials) / memory_bytes_per_s)
+
+    candidates = _candidates(cal, dtype, num_sms, m, n, k, batch, grid)
+    if not cal.persistent or grid <= num_sms:
+        return min(seconds(eff, split, peak_flops) for eff, split, _ in candidates)
+    # the launch is the fastest on the whole device, whose peak is grid / num_sms times ours
+    whole_device = peak_flops * grid / num_sms
+    _, eff, split = min(
+        (seconds(full, split, whole_device), eff, split) for eff, split, full in candidates
+    )
+    return seconds(eff, split, peak_flops)

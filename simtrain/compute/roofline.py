@@ -110,10 +110,22 @@ class RooflineComputeModel:
         """Seconds for ``op`` on this device (cached per shape: layers share their timing).
 
         ``reserved_sms`` SMs are held by a concurrent collective kernel: GEMM and attention
-        tiles spread over the rest (memory-bound kernels are limited by HBM, not SMs).
+        tiles spread over the rest (memory-bound kernels are limited by HBM, not SMs), except
+        that a persistent GEMM launched for the whole device runs its displaced CTAs in a
+        second round (:mod:`simtrain.compute.gemm`).
         """
         if op.kind == "gemm":
-            key = ("g", op.m, op.n, op.k, op.batch, op.dtype, op.bytes_accessed, reserved_sms)
+            key = (
+                "g",
+                op.m,
+                op.n,
+                op.k,
+                op.batch,
+                op.dtype,
+                op.bytes_accessed,
+                reserved_sms,
+                op.sm_target,
+            )
         elif op.kind == "attention":
             key = (
                 "a",
@@ -158,6 +170,8 @@ class RooflineComputeModel:
                 op.k,
                 op.batch,
                 op.bytes_accessed,
+                # launched for the whole device unless told the SMs the collective leaves
+                sms if op.sm_target else acc.num_compute_units,
             )
         if op.kind == "attention":
             backward = op.phase not in ("fwd", "recompute")

@@ -7,7 +7,12 @@ from collections.abc import Mapping
 from simtrain.compute.roofline import ComputeModel
 from simtrain.engine.core import EngineResult, execute
 from simtrain.engine.host import host_plan
-from simtrain.engine.timing import collective_choices, contended_durations, task_durations
+from simtrain.engine.timing import (
+    ContendedDurations,
+    collective_choices,
+    contended_durations,
+    task_durations,
+)
 from simtrain.gcpause import without_cyclic_gc
 from simtrain.network.base import NetworkModel
 from simtrain.parallel.program import Program
@@ -59,8 +64,22 @@ def run_program(
     if host and _issues_from_host(compute):
         mode = getattr(compute, "execution_mode", "eager")
         sync = mode == "eager" if sync_on_p2p is None else sync_on_p2p
-        return execute(program, durations, contended, host_plan(program, durations, compute, sync))
-    return execute(program, durations, contended)
+        plan = host_plan(program, durations, compute, sync)
+        return execute(program, durations, contended, plan, _spread(contended, compute))
+    return execute(program, durations, contended, transfer_contended_s=_spread(contended, compute))
+
+
+def _spread(
+    contended: ContendedDurations | None, compute: ComputeModel
+) -> ContendedDurations | None:
+    """The durations next to a point-to-point transfer (see ``contended_durations``).
+
+    None (the same as next to a collective) unless the part's GEMMs are persistent.
+    """
+    calibration = getattr(compute, "calibration", None)
+    if contended is None or not getattr(getattr(calibration, "gemm", None), "persistent", False):
+        return None
+    return contended.spread()
 
 
 def _scaled(program: Program, durations: list[float], speed: Mapping[int, float]) -> list[float]:

@@ -116,6 +116,7 @@ def execute(
     durations_s: Sequence[float],
     contended_s: Sequence[float] | None = None,
     host: HostPlan | None = None,
+    transfer_contended_s: Sequence[float] | None = None,
 ) -> EngineResult:
     """Run ``program`` with the given per-task durations and return the task times.
 
@@ -125,6 +126,8 @@ def execute(
     in flight on its rank, counted once per (compute, communication) pair — at the compute
     task's start for communication already in flight, at the communication's start for
     compute already running (paid when that compute task would have ended).
+    ``transfer_contended_s`` (default ``contended_s``) is the same next to a point-to-point
+    transfer.
 
     With ``host`` (:func:`~simtrain.engine.host.host_plan`), each rank's compute stream
     keeps the clock of the host thread that issues it: before a compute task the host pays
@@ -184,7 +187,9 @@ def execute(
     tail_start = [math.nan] * num_tasks if host is not None else []
     issue_s, tail_s, sync_of = (host.issue_s, host.tail_s, host.sync) if host else ([], [], [])
     contention = (
-        _Contention(program, durations_s, contended_s, keys) if contended_s is not None else None
+        _Contention(program, durations_s, contended_s, keys, transfer_contended_s)
+        if contended_s is not None
+        else None
     )
 
     def finished(index: int, at: float) -> None:
@@ -425,21 +430,29 @@ class _Contention:
         durations_s: Sequence[float],
         contended_s: Sequence[float],
         replicated: Sequence[str],
+        transfer_contended_s: Sequence[float] | None = None,
     ) -> None:
         self.tasks = program.tasks
         self.durations_s = durations_s
         self.contended_s = contended_s
+        self.transfer_contended_s = transfer_contended_s or contended_s
+        self.same_for_transfers = self.transfer_contended_s is contended_s
         self.replicated = replicated
         self.simulated = set(program.simulated_ranks)
-        self.in_flight: dict[int, list[tuple[float, float]]] = defaultdict(list)
+        # rank -> (start, end, a point-to-point transfer?) of its communication in flight
+        self.in_flight: dict[int, list[tuple[float, float, bool]]] = defaultdict(list)
         self.running: dict[int, tuple[float, int]] = {}  # rank -> (planned end, task index)
         self.debt: dict[int, float] = {}
         self.owed = 0  # extra timeouts paid for debt
         self._members: dict[tuple[int, ...], tuple[int, ...]] = {}
 
-    def sigma(self, index: int) -> float:
-        """Extra seconds per second of overlap for compute task ``index``."""
-        d, c = self.durations_s[index], self.contended_s[index]
+    def sigma(self, index: int, transfer: bool = False) -> float:
+        """Extra seconds per second of overlap for compute task ``index``.
+
+        Next to a collective, or a point-to-point ``transfer``.
+        """
+        d = self.durations_s[index]
+        c = (self.transfer_contended_s if transfer else self.contended_s)[index]
         return c / d - 1.0 if d > 0 and c > d else 0.0
 
     def members(self, index: int) -> tuple[int, ...]:
@@ -463,11 +476,16 @@ class _Contention:
         if flights:
             flights = self.in_flight[rank] = [iv for iv in flights if iv[1] > now]
             if flights:
+                extra = 0.0
                 sigma = self.sigma(index)
-                if sigma:
-                    extra = 0.0
-                    for _, until in flights:
-                        extra += sigma * max(0.0, min(until, now + duration) - now)
+                sigma_transfer = sigma if self.same_for_transfers else None
+                for _, until, transfer in flights:
+                    if transfer and sigma_transfer is None:
+                        sigma_transfer = self.sigma(index, transfer=True)
+                    rate = sigma_transfer if transfer else sigma
+                    if rate:
+                        extra += rate * max(0.0, min(until, now + duration) - now)
+                if extra:
                     self.running[rank] = (now + duration + extra, index)
                     return duration + extra
         self.running[rank] = (now + duration, index)
@@ -475,12 +493,14 @@ class _Contention:
 
     def communicate(self, index: int, now: float, duration: float) -> None:
         """Start communication task ``index`` now: the compute it overlaps owes more time."""
+        ops = self.tasks[index].ops
+        transfer = bool(ops) and ops[0].kind == "p2p"
         for rank in self.members(index):
-            self.in_flight[rank].append((now, now + duration))
+            self.in_flight[rank].append((now, now + duration, transfer))
             running = self.running.get(rank)
             if running is not None:
                 planned_end, compute = running
-                sigma = self.sigma(compute)
+                sigma = self.sigma(compute, transfer)
                 if sigma:
                     owed = sigma * max(0.0, min(planned_end, now + duration) - now)
                     self.debt[rank] = self.debt.get(rank, 0.0) + owed

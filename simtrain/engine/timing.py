@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from simtrain.compute.roofline import ComputeModel
 from simtrain.network.base import DescribedNetwork, NetworkModel
@@ -61,15 +62,22 @@ class ContendedDurations:
 
     Indexed like the program's tasks (0 for other tasks and for indices past its end, such
     as host tasks appended later). Only compute tasks that overlap communication ever need
-    it, so each distinct ops tuple is timed the first time one does.
+    it, so each distinct ops tuple is timed the first time one does. With ``spread``, every
+    GEMM is timed as launched for the SMs left free (its tiles spread over them), the way
+    point-to-point transfers are priced (see :func:`contended_durations`).
     """
 
     def __init__(
-        self, tasks: list[Task], compute: ComputeModel, speed: Mapping[int, float] | None = None
+        self,
+        tasks: list[Task],
+        compute: ComputeModel,
+        speed: Mapping[int, float] | None = None,
+        spread: bool = False,
     ) -> None:
         self._tasks = tasks
         self._compute = compute
         self._speed = speed
+        self._spread = spread
         self._cache: dict[int, float] = {}
 
     def __getitem__(self, index: int) -> float:
@@ -80,21 +88,30 @@ class ContendedDurations:
             return 0.0
         seconds = self._cache.get(id(task.ops))
         if seconds is None:
-            seconds = self._cache[id(task.ops)] = self._compute.task_time_s(
-                task.ops, contended=True
-            )
+            ops = task.ops
+            if self._spread:
+                ops = tuple(replace(op, sm_target=True) if op.kind == "gemm" else op for op in ops)
+            seconds = self._cache[id(task.ops)] = self._compute.task_time_s(ops, contended=True)
         return seconds * self._speed[task.rank] if self._speed else seconds
 
     def scaled(self, speed: Mapping[int, float]) -> ContendedDurations:
         """The same durations with each rank's compute multiplied by its speed factor."""
-        return ContendedDurations(self._tasks, self._compute, speed)
+        return ContendedDurations(self._tasks, self._compute, speed, self._spread)
+
+    def spread(self) -> ContendedDurations:
+        """The same tasks with every GEMM launched for the SMs the transfer leaves."""
+        return ContendedDurations(self._tasks, self._compute, self._speed, spread=True)
 
 
 def contended_durations(program: Program, compute: ComputeModel) -> ContendedDurations | None:
     """Each compute task's duration while a collective holds part of the device.
 
     None when the compute model has no interference (no SMs taken by collectives), so the
-    engine can skip the bookkeeping. Other tasks read 0 (not used).
+    engine can skip the bookkeeping. Other tasks read 0 (not used). A persistent GEMM launched
+    for the whole device runs its displaced CTAs in a second round next to a collective
+    (:mod:`simtrain.compute.gemm`); next to a point-to-point transfer the engine uses
+    :meth:`ContendedDurations.spread` instead (``collective_sms`` is a collective's channel
+    count; how many SMs NCCL's send and receive kernels hold is not in the reference set).
     """
     calibration = getattr(compute, "calibration", None)
     if calibration is None or not getattr(calibration, "collective_sms", 0):

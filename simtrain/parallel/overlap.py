@@ -54,7 +54,9 @@ def _chunk_gemm(op: Op, chunks: int) -> tuple[Op, Op]:
     """A GEMM split along its token rows (M) into one chunk and the other ``chunks - 1``.
 
     The ``chunks - 1`` run as one op of ``batch`` c-1 GEMMs of M/c rows (each chunk is a GEMM
-    of its own shape); FLOPs and bytes add up to the original's.
+    of its own shape); FLOPs and bytes add up to the original's. Both are launched for the SMs
+    the communication leaves (``sm_target``: TransformerEngine passes cuBLAS an SM-count
+    target when it overlaps a GEMM with userbuffers communication).
     """
     rows = op.m // chunks
     rest_rows = op.m - rows * (chunks - 1)
@@ -65,12 +67,14 @@ def _chunk_gemm(op: Op, chunks: int) -> tuple[Op, Op]:
         batch=op.batch * (chunks - 1),
         flops=op.flops * share,
         bytes_accessed=op.bytes_accessed * share,
+        sm_target=True,
     )
     one = replace(
         op,
         m=rest_rows,
         flops=op.flops * (1 - share),
         bytes_accessed=op.bytes_accessed * (1 - share),
+        sm_target=True,
     )
     return one, many
 
@@ -152,6 +156,22 @@ def tp_overlapped(ops: Sequence[Op], mode: str, tp: int, num_layers: int) -> lis
                 continue
         out.append(op)
         index += 1
+    return _sm_targeted(out)
+
+
+def _sm_targeted(ops: list[Op]) -> list[Op]:
+    """``ops`` with every GEMM that runs under a tensor-parallel collective marked ``sm_target``.
+
+    Under userbuffers, TransformerEngine launches the GEMMs it overlaps (the pipelined chunks
+    and the bulk overlaps of the backward) for the SMs the communication leaves.
+    """
+    out = list(ops)
+    for index, op in enumerate(ops):
+        if op.axis != "tp" or not op.overlap_ops:
+            continue
+        for follower in range(index + 1, min(index + 1 + op.overlap_ops, len(out))):
+            if out[follower].kind == "gemm" and not out[follower].sm_target:
+                out[follower] = replace(out[follower], sm_target=True)
     return out
 
 

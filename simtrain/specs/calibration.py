@@ -44,6 +44,10 @@ class GemmCalibration(Spec):
     pipeline fill amortised over K)."""
     max_split_k: int = bounded(8, ge=1, le=64, why="libraries split K at most a few dozen ways")
     """Largest split of K over CTAs the library uses for short, deep GEMMs."""
+    persistent: bool = False
+    """Whether the library's kernels are persistent: one CTA per SM of the whole device, each
+    with a fixed share of the tiles, so a collective holding SMs pushes the CTAs it displaces
+    into a second round (:mod:`simtrain.compute.gemm`)."""
 
     @field_validator("tile_shapes")
     @classmethod

@@ -53,6 +53,10 @@ class Op:
         window: for attention, the most keys one query attends to (sliding-window attention;
             0 = every key up to ``n``). ``flops`` count ``m * min(n, window)`` pairs; a causal
             kernel executes about ``m*w - w*w/2`` of them (w = min(n, window)).
+        sm_target: for a GEMM, launched for the SMs a concurrent collective leaves (the
+            library is told the SM count, as TransformerEngine's communication-GEMM overlap
+            does), so a persistent kernel does not push CTAs into a second round when the
+            collective holds SMs (:mod:`simtrain.compute.gemm`).
     """
 
     name: str
@@ -72,6 +76,7 @@ class Op:
     layer: int = -1
     dtype: str = ""
     window: int = 0
+    sm_target: bool = False
 
     @property
     def is_comm(self) -> bool:
