@@ -26,7 +26,8 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from itertools import repeat
 from typing import Any
 
 from simtrain.catalog.frameworks import get_framework
@@ -34,7 +35,8 @@ from simtrain.engine.host import collective_issue_s, readiness
 from simtrain.engine.variability import median_slowest_factor
 from simtrain.errors import SpecError
 from simtrain.estimator.chunks import BODIES, Chunk, ChunkSource, chunk_base
-from simtrain.estimator.pipeline import ScheduleShape, Slot, schedule_shape
+from simtrain.estimator.pairs import chain_steps, pair_row, single_row, slowed_row, walk_pair
+from simtrain.estimator.pipeline import PairSlot, ScheduleShape, Slot, schedule_shape
 from simtrain.estimator.walk import NO_HOST, ActionTiming, SegmentTimes, walk
 from simtrain.parallel.builder import (
     EP_HOPS,
@@ -102,14 +104,20 @@ class StepEstimate:
         return self.bubble_s / self.step_time_s if self.step_time_s > 0 else 0.0
 
 
-Flush = tuple[float | None, float, float, float, float]
+Flush = tuple[float | None, float, float, float, float, float]
 """One gradient bucket: (offset of the layer that fills it from its action's start, or None
 for a flush at the action's end; the host's share of that offset (``max(a, x + b)``, see
-:mod:`simtrain.estimator.walk`); seconds on the gradient stream; seconds of the cross-group
-all-reduce when it runs on a stream of its own, else 0; whether it issues anything (1/0))."""
+:mod:`simtrain.estimator.walk`); the received gradients' share (``y + c`` in a paired step,
+:mod:`simtrain.estimator.pairs`; ``NO_HOST`` otherwise); seconds on the gradient stream;
+seconds of the cross-group all-reduce when it runs on a stream of its own, else 0; whether
+it issues anything (1/0))."""
 
-Mark = tuple[float, float, float]
-"""(start, end, host offset) of an action that computes weight gradients."""
+FORWARDS = frozenset({"forward", "first_forward"})
+"""Bodies of a forward action (its transfer leaves after its trailing collectives)."""
+
+Mark = tuple[float, ...]
+"""(start, end, host offset, received gradients' offset) of an action (or paired step) that
+computes weight gradients (end: of its backward)."""
 
 
 @dataclass(frozen=True)
@@ -166,7 +174,7 @@ class _Gradients:
 
         def flush(bucket: Flush, after: float, last_compute: float, sigma: float) -> None:
             nonlocal grad_free, replica_free, reduced, issued, slowed
-            _, _, grad_s, replica_s, issues = bucket
+            _, _, _, grad_s, replica_s, issues = bucket
             if not issues:
                 return
             end = after
@@ -182,13 +190,13 @@ class _Gradients:
                     slowed += sigma * (min(end, compute_free) - begin)
             reduced, issued = max(reduced, end), True
 
-        for (start, end, x), buckets, sigma in zip(
+        for (start, end, x, y), buckets, sigma in zip(
             marks, self.actions, self.slowdowns or [0.0] * len(marks), strict=True
         ):
             for bucket in buckets:
-                offset, host = bucket[0], bucket[1]
+                offset, host, received = bucket[0], bucket[1], bucket[2]
                 if offset is not None:
-                    offset = max(offset, x + host)
+                    offset = max(offset, x + host, y + received)
                 flush(bucket, end if offset is None else start + offset, end, sigma)
         flush(self.tail, compute_free, compute_free, 0.0)
         compute_free += slowed
@@ -351,7 +359,7 @@ def _chain_actions(
             if sync_on_p2p:
                 unsynced[r] = max(unsynced[r], arrival[j])
         if computing[k]:
-            marks[r].append((start, end, x))
+            marks[r].append((start, end, x, 0.0))
     return compute_free, hold, pp_free, marks, host_free
 
 
@@ -529,7 +537,7 @@ class Estimator:
     ) -> tuple[float, float, float, int]:
         """(step, mean busy, mean exposed communication, actions) with that many microbatches."""
         p = setup.spec.parallel
-        shape = schedule_shape(name, p.pp, num_microbatches, p.vpp)
+        shape = schedule_shape(name, p.pp, num_microbatches, p.vpp, bool(p.overlap_ep_comm))
         table = []
         known = setup.context.slots
         for slot in shape.slots:
@@ -572,12 +580,24 @@ class Estimator:
                 extra = inside.get(slot)
                 if extra:
                     row = table[k]
+                    if isinstance(slot, PairSlot):
+                        table[k] = (*slowed_row(row[:7], extra), row[7])  # type: ignore[arg-type]
+                        continue
                     table[k] = (row[0] + extra, row[1] + extra, row[2], row[3] + extra,
                                 row[4] + extra, *row[5:])  # fmt: skip
         rules = (setup.sync_on_p2p, setup.blocking_sends)
         key = (shape.key, rules, tuple(row[:7] for row in table))
         chained = self._chains.get(key)
-        if chained is None:
+        if chained is None and shape.paired:
+            rows = [
+                row[:7]
+                if isinstance(slot, PairSlot)
+                else single_row(row, slot.body in FORWARDS, slot.peer >= 0)
+                for slot, row in zip(shape.slots, table, strict=True)
+            ]
+            computes = [slot.computes_grads for slot in shape.slots]
+            chained = self._chains[key] = chain_steps(shape, rows, computes, num, *rules)  # type: ignore[arg-type]
+        elif chained is None:
             chained = self._chains[key] = _chain_actions(shape, table, num, *rules)
         compute_free, hold, pp_free, marks, host_free = chained
         busy, waited = [0.0] * num, [0.0] * num
@@ -621,7 +641,7 @@ class Estimator:
         overlap_replica = p.overlap_replica_grad_reduce is not False
         durations: dict[float, Flush] = {}
 
-        def bucket(offset: tuple[float, float] | None, size: float) -> Flush:
+        def bucket(offset: tuple[float, float, float] | None, size: float) -> Flush:
             found = durations.get(size)
             if found is None:
                 grad_s = replica_s = 0.0
@@ -639,8 +659,10 @@ class Estimator:
                             grad_s += across
                         else:
                             replica_s = across
-                found = durations[size] = (None, NO_HOST, grad_s, replica_s, float(issues))
-            return (offset[0], offset[1], *found[2:]) if offset else found
+                found = durations[size] = (
+                    None, NO_HOST, NO_HOST, grad_s, replica_s, float(issues)
+                )  # fmt: skip
+            return (*offset, *found[3:]) if offset else found
 
         flushes: list[tuple[Flush, ...]] = []
         slowdowns: list[float] = []
@@ -666,12 +688,13 @@ class Estimator:
             slowdowns.append(sigma)
             found: list[Flush] = []
             hooked = setup.hooks[r]
-            for (layer, layer_end), host_end in zip(
-                timing.layer_end_s, timing.layer_end_host_s, strict=True
+            recv_ends = getattr(timing, "layer_end_recv_s", None) or repeat(NO_HOST)
+            for (layer, layer_end), host_end, recv_end in zip(
+                timing.layer_end_s, timing.layer_end_host_s, recv_ends, strict=False
             ):
                 pending += per_layer.get(layer, 0) * grad_bytes
                 if hooked and pending >= bucket_bytes:
-                    found.append(bucket((layer_end, host_end), pending))
+                    found.append(bucket((layer_end, host_end, recv_end), pending))
                     pending = 0.0
             if every_mb:
                 found.append(bucket(None, pending))
@@ -680,7 +703,7 @@ class Estimator:
             extra = 0.0
             if sigma and found:
                 free = 0.0
-                for offset, _, grad_s, _, issues in found:
+                for offset, _, _, grad_s, _, issues in found:
                     if offset is None or not issues or not grad_s:
                         continue
                     begin = max(offset, free)
@@ -716,25 +739,90 @@ class Estimator:
 
     # --- slots: one kind of action's timing ---------------------------------------------
 
-    def _slot(self, setup: _Setup, slot: Slot, chunks: list[Chunk]) -> tuple[Any, ...]:
+    def _slot(self, setup: _Setup, slot: Slot | PairSlot, chunks: list[Chunk]) -> tuple[Any, ...]:
         """A slot's row of times, from its actions' start.
 
         (compute end, tail end, transfer time, the host's shares of both ends, host issue
-        time, starts with a collective, timing).
+        time, starts with a collective, timing); a paired step's row is
+        :func:`~simtrain.estimator.pairs.pair_row` and its timing.
         """
+        if isinstance(slot, PairSlot):
+            return self._pair_slot(setup, slot, chunks)
         timing = self._slot_timing(setup, slot, chunks)
-        p2p_s = 0.0
-        if slot.peer >= 0:
-            src, dst = setup.ranks[slot.rank], setup.ranks[slot.peer]
-            size = setup.p2p_bytes
-            key = (id(setup.network), "p2p", src, dst, size)
-            p2p_s = self._comm_s.get(key, -1.0)
-            if p2p_s < 0:
-                p2p_s = self._comm_s[key] = setup.network.p2p_time_s(src, dst, size)
+        p2p_s = self._p2p_s(setup, slot)
         # the send's issue is charged to the action's host time
         host_s = timing.host_s + (setup.per_collective_s if slot.peer >= 0 else 0.0)
         return (timing.compute_end_s, timing.tail_end_s, p2p_s, timing.compute_end_host_s,
                 timing.tail_end_host_s, host_s, timing.starts_with_comm, timing)  # fmt: skip
+
+    def _p2p_s(self, setup: _Setup, slot: Slot) -> float:
+        """Seconds of the slot's transfer to its peer (0: it sends nothing)."""
+        if slot.peer < 0:
+            return 0.0
+        src, dst = setup.ranks[slot.rank], setup.ranks[slot.peer]
+        size = setup.p2p_bytes
+        key = (id(setup.network), "p2p", src, dst, size)
+        p2p_s = self._comm_s.get(key, -1.0)
+        if p2p_s < 0:
+            p2p_s = self._comm_s[key] = setup.network.p2p_time_s(src, dst, size)
+        return p2p_s
+
+    def _pair_slot(self, setup: _Setup, slot: PairSlot, chunks: list[Chunk]) -> tuple[Any, ...]:
+        """A paired step's row: both whole chunks walked interleaved (:func:`walk_pair`)."""
+        f, b = slot.forward, slot.backward
+        p2p = (self._p2p_s(setup, f), self._p2p_s(setup, b))
+        hooks = (b.owns_grads or (setup.every_mb and b.computes_grads)) and setup.hooks[b.rank]
+        receives = b.chunk < len(chunks) - 1
+        (models_f, groups_f), (models_b, groups_b) = (
+            self._rank_signature(setup, s.rank, s.chunk, chunks[s.chunk]) for s in (f, b)
+        )
+        cf, cb = chunks[f.chunk], chunks[b.chunk]
+        key = ("pair", id(cf.source), len(cf.layers), cf.base, f.body, models_f,
+               id(cb.source), len(cb.layers), cb.base, b.body, hooks, models_b, p2p,
+               (f.peer >= 0, b.peer >= 0, receives, setup.sync_on_p2p))  # fmt: skip
+        timing = self._timings.get(key)
+        if timing is None:
+            groups = {**groups_f, **groups_b}
+            network = setup.network
+
+            def comm_s(op: Op) -> float:
+                return self._collective_s(network, op.comm, groups[op.axis], op.comm_bytes)
+
+            whole_f = range(cf.base, cf.base + len(cf.layers))
+            whole_b = range(cb.base, cb.base + len(cb.layers))
+            plans = (cf.source.plan(f.body, False, whole_f), cb.source.plan(b.body, hooks, whole_b))
+            times = (
+                self._segment_times(setup, setup.compute, plans[0]),
+                self._segment_times(setup, setup.compute, plans[1]),
+            )
+            timing = walk_pair(
+                plans,
+                times,
+                comm_s,
+                (p2p[0] if f.peer >= 0 else None, p2p[1] if b.peer >= 0 else None),
+                receives,
+                setup.sync_on_p2p,
+                setup.per_collective_s,
+            )
+            if cb.base:  # layers named by their position in the chunk (chunks.py)
+                renamed = tuple(
+                    (layer - cb.base if layer in whole_b else layer, end)
+                    for layer, end in timing.layer_end_s
+                )
+                timing = replace(timing, layer_end_s=renamed)
+            self._timings[key] = timing
+        return (*pair_row(timing, p2p), timing)
+
+    def _rank_signature(
+        self, setup: _Setup, rank: int, index: int, chunk: Chunk
+    ) -> tuple[tuple[Any, ...], dict[str, tuple[int, ...]]]:
+        """(models key, groups by axis) of chunk ``index`` on pipeline rank ``rank``, cached."""
+        found = setup.context.signatures.get((rank, index))
+        if found is None:
+            found = setup.context.signatures[(rank, index)] = self._signature(
+                setup, setup.ranks[rank], chunk
+            )
+        return found
 
     def _slot_timing(self, setup: _Setup, slot: Slot, chunks: list[Chunk]) -> ActionTiming:
         """Timing of a slot's chunk action on its rank, shared by all equal-timed ranks.
@@ -746,12 +834,7 @@ class Estimator:
         chunk = chunks[slot.chunk]
         reduces = slot.owns_grads or (setup.every_mb and slot.computes_grads)
         hooks = reduces and setup.hooks[slot.rank]
-        found = setup.context.signatures.get((slot.rank, slot.chunk))
-        if found is None:
-            found = setup.context.signatures[(slot.rank, slot.chunk)] = self._signature(
-                setup, setup.ranks[slot.rank], chunk
-            )
-        models, groups = found
+        models, groups = self._rank_signature(setup, slot.rank, slot.chunk, chunk)
         key = (id(chunk.source), len(chunk.layers), chunk.base, slot.body, hooks, models)
         timing = self._timings.get(key)
         if timing is None:
