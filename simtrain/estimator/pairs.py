@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from simtrain.engine.host import readiness
+from simtrain.estimator.chunks import _close
 from simtrain.estimator.walk import NO_HOST, SegmentTimes
 from simtrain.parallel.segments import SegmentPlan
 from simtrain.workload.ops import Op
@@ -273,6 +274,79 @@ def walk_pair(
         layer_end_recv_s=tuple(t[2] for t in layer_end.values()),
         starts_with_comm=bool(plans[0].segments) and plans[0].segments[0].is_comm,
         contended_busy_s=contended_total if contention else busy,
+    )
+
+
+def pair_samples(num_layers: int) -> tuple[int, int, int] | None:
+    """Layers per chunk of the three samples of a paired step, or None (walk it whole).
+
+    Two layers apart: a forward pauses for its collectives about once per layer and a
+    backward about twice, so where the forward's flow ends among the backward's blocks (and
+    its transfer leaves) repeats every two layers, not every layer.
+
+    Examples:
+        >>> pair_samples(10), pair_samples(9), pair_samples(6)
+        ((2, 4, 6), (1, 3, 5), None)
+    """
+    if num_layers <= 6:
+        return None
+    return (2, 4, 6) if num_layers % 2 == 0 else (1, 3, 5)
+
+
+def extrapolate_pair(samples: Sequence[PairTiming], extra: int) -> PairTiming | None:
+    """The timing of a pair whose chunks have ``extra`` more sample steps than the widest.
+
+    ``samples`` are the pair walked on :func:`pair_samples` layers of each chunk; as for a
+    single action (:func:`simtrain.estimator.chunks._extrapolate`), the device times (``a``)
+    must grow by the same amount per step, and the host's and the gradients' shares are
+    extrapolated from their last increment. None when the samples are not linear or their
+    transfers differ: then the whole pair is walked. The result has no layer ends: a pair
+    whose backward reduces gradients (and so needs them) is walked whole.
+    """
+    ta, tb, tc = samples
+    shape = [tuple((flow, synced) for flow, _, synced in t.sends) for t in samples]
+    comm = [dict(t.comm_s) for t in samples]
+    if not (
+        shape[0] == shape[1] == shape[2] and comm[0].keys() == comm[1].keys() == comm[2].keys()
+    ):
+        return None
+    exact = [
+        (ta.compute_end[0], tb.compute_end[0], tc.compute_end[0]),
+        (ta.tail_end[0], tb.tail_end[0], tc.tail_end[0]),
+        (ta.backward_end[0], tb.backward_end[0], tc.backward_end[0]),
+        (ta.busy_s, tb.busy_s, tc.busy_s),
+        (ta.contended_busy_s, tb.contended_busy_s, tc.contended_busy_s),
+        *((comm[0][k], comm[1][k], comm[2][k]) for k in comm[2]),
+        *(
+            (a[1][0], b[1][0], c[1][0])
+            for a, b, c in zip(ta.sends, tb.sends, tc.sends, strict=True)
+        ),
+    ]
+    if not all(_close(b - a, c - b) for a, b, c in exact):
+        return None
+
+    def grow(b: float, c: float) -> float:
+        return c + extra * (c - b)
+
+    def grow3(b: Tri, c: Tri) -> Tri:
+        return (grow(b[0], c[0]), grow(b[1], c[1]), grow(b[2], c[2]))
+
+    return PairTiming(
+        compute_end=grow3(tb.compute_end, tc.compute_end),
+        tail_end=grow3(tb.tail_end, tc.tail_end),
+        host_end=grow3(tb.host_end, tc.host_end),
+        backward_end=grow3(tb.backward_end, tc.backward_end),
+        sends=tuple(
+            (flow, grow3(b, c), synced)
+            for (flow, c, synced), (_, b, _) in zip(tc.sends, tb.sends, strict=True)
+        ),
+        busy_s=grow(tb.busy_s, tc.busy_s),
+        comm_s=tuple((k, grow(comm[1][k], v)) for k, v in comm[2].items()),
+        layer_end_s=(),
+        layer_end_host_s=(),
+        layer_end_recv_s=(),
+        starts_with_comm=tc.starts_with_comm,
+        contended_busy_s=grow(tb.contended_busy_s, tc.contended_busy_s),
     )
 
 

@@ -35,7 +35,16 @@ from simtrain.engine.host import collective_issue_s, readiness
 from simtrain.engine.variability import median_slowest_factor
 from simtrain.errors import SpecError
 from simtrain.estimator.chunks import BODIES, Chunk, ChunkSource, chunk_base
-from simtrain.estimator.pairs import chain_steps, pair_row, single_row, slowed_row, walk_pair
+from simtrain.estimator.pairs import (
+    PairTiming,
+    chain_steps,
+    extrapolate_pair,
+    pair_row,
+    pair_samples,
+    single_row,
+    slowed_row,
+    walk_pair,
+)
 from simtrain.estimator.pipeline import PairSlot, ScheduleShape, Slot, schedule_shape
 from simtrain.estimator.walk import NO_HOST, ActionTiming, SegmentTimes, walk
 from simtrain.parallel.builder import (
@@ -128,17 +137,19 @@ class _Gradients:
     builder's ``_GradientReducer`` issues them on the rank's gradient streams.
 
     Attributes:
-        actions: per action that computes weight gradients (in program order), its buckets.
+        actions: per action that reduces gradients (``positions``), its buckets.
         tail: the last bucket, issued after the rank's last compute.
         optimizer_s: seconds of the optimizer step (with the FP8 weight cast).
         gather_s: seconds of the parameter all-gather after it (0: none).
         optimizer_host_s: host seconds before the optimizer can start once the host reaches
             it (``readiness`` of its issue time; 0 without a host stream).
-        slowdowns: per action, its compute's slowdown under a collective (interference;
-            empty: none).
-        inside: per action, the compute seconds its own buckets add to it while it runs
+        slowdowns: per reducing action, its compute's slowdown under a collective
+            (interference; empty: none).
+        inside: per reducing action, the compute seconds its own buckets add to it while it runs
             (their overlap with its compute, the gradient stream taken free at its start);
             :meth:`finish` prices the rest of their flight (empty: none).
+        positions: the reducing actions' positions among the rank's actions that compute
+            weight gradients (in program order: the positions of their marks).
     """
 
     actions: tuple[tuple[Flush, ...], ...]
@@ -148,6 +159,7 @@ class _Gradients:
     optimizer_host_s: float = 0.0
     slowdowns: tuple[float, ...] = ()
     inside: tuple[float, ...] = ()
+    positions: tuple[int, ...] = ()
 
     def finish(
         self,
@@ -190,10 +202,11 @@ class _Gradients:
                     slowed += sigma * (min(end, compute_free) - begin)
             reduced, issued = max(reduced, end), True
 
-        for (start, end, x, y), buckets, sigma in zip(
-            marks, self.actions, self.slowdowns or [0.0] * len(marks), strict=True
-        ):
-            for bucket in buckets:
+        slowdowns = self.slowdowns
+        for n, i in enumerate(self.positions):
+            start, end, x, y = marks[i]
+            sigma = slowdowns[n] if slowdowns else 0.0
+            for bucket in self.actions[n]:
                 offset, host, received = bucket[0], bucket[1], bucket[2]
                 if offset is not None:
                     offset = max(offset, x + host, y + received)
@@ -323,14 +336,13 @@ def _chain_actions(
         shape.rank, shape.slot, shape.recv, shape.send, shape.send_after_tail
     )  # fmt: skip
     computing = [s.computes_grads for s in shape.slots]
-    for i in range(len(ranks)):
-        r, k = ranks[i], slots[i]
-        compute_end, tail_end, p2p_s, compute_host, tail_host, host_s, first_comm = table[k][:7]
+    rows = [row[:7] for row in table]
+    for r, k, j, out, after_tail in zip(ranks, slots, recvs, sends, tails, strict=True):
+        compute_end, tail_end, p2p_s, compute_host, tail_host, host_s, first_comm = rows[k]
         start = compute_free[r]
         if hold[r] > start:
             start = hold[r]
         host = host_free[r]
-        j = recvs[i]
         if j >= 0 and arrival[j] > start:
             start = arrival[j]
         if sync_on_p2p:
@@ -348,9 +360,9 @@ def _chain_actions(
         if x + tail_host > tail_end:
             tail = host + tail_host
         compute_free[r], hold[r], host_free[r] = end, tail, host + host_s
-        j = sends[i]
-        if j >= 0:
-            ready = tail if tails[i] else end
+        if out >= 0:
+            j = out
+            ready = tail if after_tail else end
             if pp_free[r] > ready:
                 ready = pp_free[r]
             pp_free[r] = arrival[j] = ready + p2p_s
@@ -566,14 +578,14 @@ class Estimator:
         all_grads = []
         inside: dict[Slot, float] = {}
         for r in range(num):
-            key = (shape.grad_actions[r], setup.grad_key)
+            key = (shape.key, r, setup.grad_key)  # the shape's key determines its actions
             grads = setup.context.grads.get(key)
             if grads is None:
                 grads = setup.context.grads[key] = self._grads(setup, r, shape.grad_actions[r])
             all_grads.append(grads)
-            for slot, extra in zip(shape.grad_actions[r], grads.inside, strict=False):
+            for i, extra in zip(grads.positions, grads.inside, strict=False):
                 if extra:
-                    inside[slot] = extra
+                    inside[shape.grad_actions[r][i]] = extra
         if inside:
             table = list(table)
             for k, slot in enumerate(shape.slots):
@@ -669,17 +681,18 @@ class Estimator:
         inside: list[float] = []
         timings: dict[Slot, tuple[ActionTiming, float]] = {}
         pending, elements, fp8_elements = 0.0, 0, 0
-        for slot in actions:
+        positions = (
+            range(len(actions))
+            if every_mb
+            else [i for i, slot in enumerate(actions) if slot.owns_grads]
+        )
+        for i in positions:  # the others reduce nothing
+            slot = actions[i]
             chunk = setup.context.chunks[slot.chunk]
             per_layer, total, fp8 = chunk.source.elements(chunk)
             if slot.owns_grads:
                 elements += total
                 fp8_elements += fp8
-            if not (slot.owns_grads or every_mb):
-                flushes.append(())
-                slowdowns.append(0.0)
-                inside.append(0.0)
-                continue
             info = timings.get(slot)
             if info is None:
                 timing = setup.context.slots[slot][-1]
@@ -729,6 +742,7 @@ class Estimator:
             optimizer_host_s = readiness(issue, optimizer_s, len(step))
         return _Gradients(
             actions=tuple(flushes),
+            positions=tuple(positions),
             tail=bucket(None, pending),
             optimizer_s=optimizer_s,
             gather_s=gather,
@@ -768,7 +782,13 @@ class Estimator:
         return p2p_s
 
     def _pair_slot(self, setup: _Setup, slot: PairSlot, chunks: list[Chunk]) -> tuple[Any, ...]:
-        """A paired step's row: both whole chunks walked interleaved (:func:`walk_pair`)."""
+        """A paired step's row: both chunks walked interleaved (:func:`walk_pair`).
+
+        Sampled on a few layers of each chunk (:func:`pair_samples`) and extrapolated, as
+        single actions are (:mod:`simtrain.estimator.chunks`), when both chunks are sampled,
+        equally long, and the backward does not reduce gradients (which needs its layer
+        ends); else walked whole.
+        """
         f, b = slot.forward, slot.backward
         p2p = (self._p2p_s(setup, f), self._p2p_s(setup, b))
         hooks = (b.owns_grads or (setup.every_mb and b.computes_grads)) and setup.hooks[b.rank]
@@ -788,22 +808,29 @@ class Estimator:
             def comm_s(op: Op) -> float:
                 return self._collective_s(network, op.comm, groups[op.axis], op.comm_bytes)
 
-            whole_f = range(cf.base, cf.base + len(cf.layers))
+            def walked(f_layers: int, b_layers: int) -> PairTiming:
+                plans = (
+                    cf.source.plan(f.body, False, range(cf.base, cf.base + f_layers)),
+                    cb.source.plan(b.body, hooks, range(cb.base, cb.base + b_layers)),
+                )
+                times = (
+                    self._segment_times(setup, setup.compute, plans[0]),
+                    self._segment_times(setup, setup.compute, plans[1]),
+                )
+                sends = (p2p[0] if f.peer >= 0 else None, p2p[1] if b.peer >= 0 else None)
+                return walk_pair(plans, times, comm_s, sends, receives, setup.sync_on_p2p,
+                                 setup.per_collective_s)  # fmt: skip
+
+            timing = None
+            reduces = b.owns_grads or (setup.every_mb and b.computes_grads)
+            n = len(cf.layers)
+            counts = pair_samples(n)
+            if cf.sampled and cb.sampled and n == len(cb.layers) and counts and not reduces:
+                samples = [walked(k, k) for k in counts]
+                timing = extrapolate_pair(samples, (n - counts[-1]) // (counts[1] - counts[0]))
+            if timing is None:
+                timing = walked(len(cf.layers), len(cb.layers))
             whole_b = range(cb.base, cb.base + len(cb.layers))
-            plans = (cf.source.plan(f.body, False, whole_f), cb.source.plan(b.body, hooks, whole_b))
-            times = (
-                self._segment_times(setup, setup.compute, plans[0]),
-                self._segment_times(setup, setup.compute, plans[1]),
-            )
-            timing = walk_pair(
-                plans,
-                times,
-                comm_s,
-                (p2p[0] if f.peer >= 0 else None, p2p[1] if b.peer >= 0 else None),
-                receives,
-                setup.sync_on_p2p,
-                setup.per_collective_s,
-            )
             if cb.base:  # layers named by their position in the chunk (chunks.py)
                 renamed = tuple(
                     (layer - cb.base if layer in whole_b else layer, end)
