@@ -93,8 +93,22 @@ class ChunkSource:
             ops = self._ops[key] = chunk_ops(self.spec, self.shard, layers, self.first, self.last)
         return ops
 
+    def body(self, body: str, layers: range) -> str:
+        """``body``, or ``forward`` for a first forward that runs the forward's ops.
+
+        Without parameter gathers in the first forward the builder gives both bodies one op
+        tuple (:func:`~simtrain.parallel.builder.chunk_ops`), so they share a plan, its walks
+        and timings.
+        """
+        if body == "first_forward":
+            ops = self.ops(layers)
+            if ops.first_forward is ops.forward:
+                return "forward"
+        return body
+
     def plan(self, body: str, hooks: bool, layers: range) -> SegmentPlan:
         """Segment plan of one body of a chunk holding ``layers`` (cached)."""
+        body = self.body(body, layers)
         key = (body, hooks, layers.start, layers.stop)
         plan = self._plans.get(key)
         if plan is None:

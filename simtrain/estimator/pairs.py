@@ -152,6 +152,7 @@ def walk_pair(
     backward_receives: bool,
     eager: bool,
     send_issue_s: float = 0.0,
+    order: Sequence[tuple[int, int]] | None = None,
 ) -> PairTiming:
     """Time a paired step from its start (see the module docstring).
 
@@ -164,6 +165,7 @@ def walk_pair(
         eager: the host synchronises on pipeline transfers (eager pipelines).
         send_issue_s: host seconds to issue a transfer (charged to the compute task it
             follows, as the engine's host plan does).
+        order: :func:`interleaved` of the plans, if the caller keeps it.
     """
     host_on = times[0].host_s is not None
     contention = times[0].contended_s is not None
@@ -183,7 +185,7 @@ def walk_pair(
     flights: list[tuple[Tri, Tri]] = []
     layer_end: dict[int, Tri] = {}
     busy = contended_total = 0.0
-    for flow, position in interleaved(*plans):
+    for flow, position in order if order is not None else interleaved(*plans):
         plan, flow_times = plans[flow], times[flow]
         if position < 0:  # the flow ends: its transfer leaves
             seconds = p2p_s[flow]
@@ -213,11 +215,17 @@ def walk_pair(
                 flights.append((begin, done))
             comm_total[stream] = comm_total.get(stream, 0.0) + duration
             continue
-        start = end
+        sa, sb, sc = end  # the start, as max(sa, x + sb, y + sc) (inlined _max: hot)
         for waited in seg.waits_for:
-            start = _max(start, issued[(flow, waited)])
-        if receives:
-            start = _max(start, _RECEIVED)
+            wa, wb, wc = issued[(flow, waited)]
+            if wa > sa:
+                sa = wa
+            if wb > sb:
+                sb = wb
+            if wc > sc:
+                sc = wc
+        if receives and sc < 0.0:
+            sc = 0.0
         if eager and (pending or receives):  # the host syncs: transfers, previous compute
             synced = _max(host, end)
             if receives:
@@ -231,17 +239,26 @@ def walk_pair(
             h = flow_times.host_s[position]  # type: ignore[index]
             if position == last_compute[flow] and p2p_s[flow] is not None:
                 h += send_issue_s
-            start = _max(start, _add(host, readiness(h, duration, len(seg.ops))))
-            host = _add(host, h)
+            ready = readiness(h, duration, len(seg.ops))
+            ha, hb, hc = host
+            if ha + ready > sa:
+                sa = ha + ready
+            if hb + ready > sb:
+                sb = hb + ready
+            if hc + ready > sc:
+                sc = hc + ready
+            host = (ha + h, hb + h, hc + h)
         busy += duration
-        extra = [0.0, 0.0, 0.0]
+        ea = eb = ec = 0.0
         if contention:
             contended = flow_times.contended_s[position]  # type: ignore[index]
             contended_total += contended
             if flights and contended > duration > 0:
                 sigma = contended / duration - 1.0
+                start = (sa, sb, sc)
                 # compute starts never move back: collectives over by now stay over
                 flights = [f for f in flights if _later(f[1], start)]
+                extra = [0.0, 0.0, 0.0]
                 for f0, f1 in flights:
                     for i in range(3):
                         if i and start[i] < NO_HOST / 2:
@@ -249,11 +266,8 @@ def walk_pair(
                         overlap = min(f1[i], start[i] + duration) - max(f0[i], start[i])
                         if overlap > 0:
                             extra[i] += sigma * overlap
-        end = last[flow] = (
-            start[0] + duration + extra[0],
-            start[1] + duration + extra[1],
-            start[2] + duration + extra[2],
-        )
+                ea, eb, ec = extra
+        end = last[flow] = (sa + duration + ea, sb + duration + eb, sc + duration + ec)
         if flow == 1:
             for layer in seg.layers:  # first-appearance order, as the builder's hooks
                 layer_end[layer] = end

@@ -39,6 +39,7 @@ from simtrain.estimator.pairs import (
     PairTiming,
     chain_steps,
     extrapolate_pair,
+    interleaved,
     pair_row,
     pair_samples,
     single_row,
@@ -412,6 +413,7 @@ class Estimator:
     )
     _comm_s: dict[tuple[Any, ...], float] = field(default_factory=dict)
     _chains: dict[tuple[Any, ...], Any] = field(default_factory=dict)
+    _orders: dict[tuple[int, int], Any] = field(default_factory=dict)
     _signatures: dict[tuple[Any, ...], Any] = field(default_factory=dict)
     _dumps: dict[int, tuple[Any, str]] = field(default_factory=dict)
     _contexts: dict[tuple[Any, ...], _Context] = field(default_factory=dict)
@@ -818,8 +820,12 @@ class Estimator:
                     self._segment_times(setup, setup.compute, plans[1]),
                 )
                 sends = (p2p[0] if f.peer >= 0 else None, p2p[1] if b.peer >= 0 else None)
+                order_key = (id(plans[0]), id(plans[1]))  # plans are cached: stable ids
+                order = self._orders.get(order_key)
+                if order is None or order[0] is not plans:
+                    order = self._orders[order_key] = (plans, interleaved(*plans))
                 return walk_pair(plans, times, comm_s, sends, receives, setup.sync_on_p2p,
-                                 setup.per_collective_s)  # fmt: skip
+                                 setup.per_collective_s, order[1])  # fmt: skip
 
             timing = None
             reduces = b.owns_grads or (setup.every_mb and b.computes_grads)
@@ -862,7 +868,8 @@ class Estimator:
         reduces = slot.owns_grads or (setup.every_mb and slot.computes_grads)
         hooks = reduces and setup.hooks[slot.rank]
         models, groups = self._rank_signature(setup, slot.rank, slot.chunk, chunk)
-        key = (id(chunk.source), len(chunk.layers), chunk.base, slot.body, hooks, models)
+        body = chunk.source.body(slot.body, chunk.probe)
+        key = (id(chunk.source), len(chunk.layers), chunk.base, body, hooks, models)
         timing = self._timings.get(key)
         if timing is None:
             compute, network = setup.compute, setup.network
@@ -878,7 +885,7 @@ class Estimator:
                     done = self._walks[walk_key] = walk(plan, times, comm_s)
                 return done
 
-            timing = self._timings[key] = chunk.timing(slot.body, hooks, walker)
+            timing = self._timings[key] = chunk.timing(body, hooks, walker)
         return timing
 
     def _signature(

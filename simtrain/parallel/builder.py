@@ -309,9 +309,11 @@ def chunk_ops(
         # FSDP SHARD_GRAD_OP, or ZeRO-1/2 with the gather overlapped with the forward:
         # gathered unit by unit in the step's first forward, then kept.
         gathered_forward = with_param_gathers(forward, tensors, SHARD_AXIS, behaviour)
+    forward_ops = tuple(forward)
     return ChunkOps(
-        forward=tuple(forward),
-        first_forward=tuple(gathered_forward),
+        forward=forward_ops,
+        # one tuple when the first forward gathers nothing more (the estimator then walks it once)
+        first_forward=forward_ops if gathered_forward is forward else tuple(gathered_forward),
         backward=tuple(backward),
         backward_input=tuple(backward_input),
         weight=weight,
