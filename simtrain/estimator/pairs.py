@@ -296,13 +296,14 @@ def pair_samples(num_layers: int) -> tuple[int, int, int] | None:
 
     Two layers apart: a forward pauses for its collectives about once per layer and a
     backward about twice, so where the forward's flow ends among the backward's blocks (and
-    its transfer leaves) repeats every two layers, not every layer.
+    its transfer leaves) repeats every two layers, not every layer. A chunk of at most 12
+    layers is walked whole: its samples would walk as many.
 
     Examples:
-        >>> pair_samples(10), pair_samples(9), pair_samples(6)
+        >>> pair_samples(20), pair_samples(13), pair_samples(12)
         ((2, 4, 6), (1, 3, 5), None)
     """
-    if num_layers <= 6:
+    if num_layers <= 12:
         return None
     return (2, 4, 6) if num_layers % 2 == 0 else (1, 3, 5)
 

@@ -51,6 +51,7 @@ from simtrain.estimator.walk import NO_HOST, ActionTiming, SegmentTimes, walk
 from simtrain.parallel.builder import (
     EP_HOPS,
     SHARD_AXIS,
+    LayerCache,
     ep_hop_group,
     make_shard,
     p2p_op,
@@ -403,6 +404,7 @@ class Estimator:
     _layouts: dict[tuple[Any, ...], RankLayout] = field(default_factory=dict)
     _groups: dict[tuple[Any, ...], tuple[int, ...]] = field(default_factory=dict)
     _sources: dict[tuple[Any, ...], ChunkSource] = field(default_factory=dict)
+    _layer_ops: dict[str, LayerCache] = field(default_factory=dict)
     _timings: dict[tuple[Any, ...], ActionTiming] = field(default_factory=dict)
     _walks: dict[tuple[Any, ...], ActionTiming] = field(default_factory=dict)
     _plan_times: dict[tuple[int, int], tuple[SegmentPlan, SegmentTimes]] = field(
@@ -1019,8 +1021,9 @@ class Estimator:
             source = self._sources.get((ops_key, first, last))
             if source is None:
                 shard = shard or make_shard(spec)
+                layers_ops = self._layer_ops.setdefault(ops_key, {})
                 source = self._sources[(ops_key, first, last)] = ChunkSource(
-                    spec, shard, first, last
+                    spec, shard, first, last, layers=layers_ops
                 )
             chunks.append(Chunk(source, layers, *chunk_base(spec, layers)))
         return chunks
