@@ -234,7 +234,7 @@ def walk_pair(
                 synced = _max(synced, sends[k][1])
                 sends[k][2] = True
             host, pending = synced, []
-        duration = flow_times.compute_s[position]
+        duration = flow_times.compute_s[position] * flow_times.pace
         if host_on:
             h = flow_times.host_s[position]  # type: ignore[index]
             if position == last_compute[flow] and p2p_s[flow] is not None:
@@ -251,7 +251,7 @@ def walk_pair(
         busy += duration
         ea = eb = ec = 0.0
         if contention:
-            contended = flow_times.contended_s[position]  # type: ignore[index]
+            contended = flow_times.contended_s[position] * flow_times.pace  # type: ignore[index]
             contended_total += contended
             if flights and contended > duration > 0:
                 sigma = contended / duration - 1.0

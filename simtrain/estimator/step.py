@@ -1063,7 +1063,7 @@ class Estimator:
         """The plan's :class:`SegmentTimes` at the step's pace, once per plan and pace.
 
         The unpaced times are looked up once per plan and compute model, so that every
-        pace (cluster size) shares them; device times are then scaled by the pace (host
+        pace (cluster size) shares them; the walk scales device times by the pace (host
         time is not paced).
         """
         key = (id(plan), id(compute))  # plans and models are cached: their ids are stable
@@ -1086,12 +1086,8 @@ class Estimator:
                     else None,
                 ),
             )
-        times, pace = base[1], compute.pace
-        paced = SegmentTimes(
-            tuple(t * pace for t in times.compute_s),
-            times.host_s,
-            None if times.contended_s is None else tuple(t * pace for t in times.contended_s),
-        )
+        times = base[1]
+        paced = SegmentTimes(times.compute_s, times.host_s, times.contended_s, compute.pace)
         self._paced_times[key] = (plan, paced)
         return paced
 
