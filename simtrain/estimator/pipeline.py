@@ -297,5 +297,12 @@ def _topological(
                 progress = True
             position[rank] = s
     if len(order) != sum(map(len, steps)):
+        if any(count == 2 for rank_steps in steps for _, count in rank_steps):
+            # e.g. GPipe pairs each rank's last forward with its first backward, whose
+            # gradients need that forward: the engine deadlocks on this program too
+            raise ValueError(
+                "the schedule's paired steps wait on each other's transfers "
+                "('parallel.overlap_ep_comm' cannot pair this schedule's actions)"
+            )
         raise ValueError("the schedule's transfers form a cycle (a bug in the schedule)")
     return tuple(order)

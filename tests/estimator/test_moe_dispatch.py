@@ -89,3 +89,12 @@ def test_dualpipe_pairs_hide_tensor_parallel_comm_in_the_estimate_as_in_the_engi
     saved = engine[1] - engine[0]
     assert saved > 0.02 * engine[1]
     assert estimate[1] - estimate[0] == pytest.approx(saved, rel=0.2)
+
+
+def test_paired_gpipe_is_refused_with_a_clear_error():
+    # GPipe pairs a rank's last forward with its first backward, whose gradients need that
+    # forward: the engine deadlocks on the program, the estimator says why instead.
+    spec = make_experiment(*BASE, "parallel.overlap_ep_comm=true",
+                           "parallel.pipeline_schedule=gpipe", model=MOE)  # fmt: skip
+    with pytest.raises(ValueError, match="paired steps wait on each other"):
+        Estimator().estimate(spec)
