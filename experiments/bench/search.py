@@ -6,7 +6,9 @@ Usage: PYTHONPATH=. python experiments/bench/search.py [--json] [--sample 500] [
 1. *Estimator speed on a planner's search space.* Every layout the planner enumerates for
    ``--space-model`` (default Llama 3 70B on 2,048-8,192 H100, 16M tokens per step) is built
    and estimated on one core: configurations per second with cold caches (a fresh
-   estimator, as a search starts) and warm (the same configurations again).
+   estimator, as a search starts) and warm (the same configurations again); and cold again
+   with the cyclic garbage collector paused, as a search's stage 1 runs
+   (:mod:`simtrain.sweep.plan_search`, :func:`simtrain.gcpause.cyclic_gc_paused`).
 2. *Agreement on random configurations.* ``--sample`` configurations (default 500) drawn with
    a fixed seed from two populations: the 1,080-configuration sweep
    ``experiments/sweeps/llama3-70b-1024.yaml`` and the planner's layout space for Llama 3 8B
@@ -34,6 +36,7 @@ import numpy as np
 
 from simtrain.errors import SpecError
 from simtrain.estimator import Estimator
+from simtrain.gcpause import cyclic_gc_paused
 from simtrain.specs.experiment import ExperimentSpec
 from simtrain.specs.loader import load_yaml_tree
 from simtrain.specs.sweep import load_sweep
@@ -69,6 +72,12 @@ def planner_specs(model: str, sizes: tuple[int, ...], batch_tokens: float) -> li
 def estimator_speed(specs: list[Any]) -> dict[str, float]:
     """Configurations per second of the estimator on one core, cold and warm."""
     estimator = Estimator()
+    with cyclic_gc_paused():
+        began = time.process_time()
+        for spec in specs:
+            estimator.estimate(spec)
+        paused = time.process_time() - began
+    estimator = Estimator()
     began = time.process_time()
     for spec in specs:
         estimator.estimate(spec)
@@ -82,6 +91,7 @@ def estimator_speed(specs: list[Any]) -> dict[str, float]:
         "cold_per_s": len(specs) / cold,
         "warm_per_s": len(specs) / warm,
         "cold_cpu_s": cold,
+        "cold_gc_paused_per_s": len(specs) / paused,
         "extrapolated": estimator.stats["extrapolated"],
     }
 
@@ -222,7 +232,8 @@ def main() -> None:
     print(f"load average {load:.2f} -> {report['load_1min_after']:.2f}")
     print(f"estimator on {report['estimator']['space']}: {speed['configurations']:,} "
           f"configurations, {speed['cold_per_s']:,.0f}/s cold, {speed['warm_per_s']:,.0f}/s "
-          f"warm (one core)")  # fmt: skip
+          f"warm, {speed['cold_gc_paused_per_s']:,.0f}/s cold with the collector paused as "
+          f"in a search (one core)")  # fmt: skip
     print(f"simulator: {agree['des_per_s_one_core']:.2f} configurations/s on one core "
           f"({agree['des_wall_s']:.0f} s on {agree['workers']} workers)")  # fmt: skip
     e = agree["error"]

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from simtrain.estimator.walk import ActionTiming
-from simtrain.parallel.builder import ChunkOps, chunk_ops
+from simtrain.parallel.builder import ChunkOps, LayerCache, chunk_ops
 from simtrain.parallel.segments import SegmentPlan, segment_ops
 from simtrain.specs.experiment import ExperimentSpec
 from simtrain.workload.transformer import Shard
@@ -84,17 +84,35 @@ class ChunkSource:
     _comm: dict[tuple[int, int], tuple[CommKey, ...]] = field(default_factory=dict)
     _elements: dict[tuple[Any, ...], tuple[dict[int, int], int, int]] = field(default_factory=dict)
     _busy: dict[tuple[Any, ...], float] = field(default_factory=dict)
+    layers: LayerCache = field(default_factory=dict)
+    """Ops of each layer, shared with the other sources of the same op settings."""
 
     def ops(self, layers: range) -> ChunkOps:
         """The ops of a chunk holding ``layers`` (cached)."""
         key = (layers.start, layers.stop)
         ops = self._ops.get(key)
         if ops is None:
-            ops = self._ops[key] = chunk_ops(self.spec, self.shard, layers, self.first, self.last)
+            ops = self._ops[key] = chunk_ops(
+                self.spec, self.shard, layers, self.first, self.last, self.layers
+            )
         return ops
+
+    def body(self, body: str, layers: range) -> str:
+        """``body``, or ``forward`` for a first forward that runs the forward's ops.
+
+        Without parameter gathers in the first forward the builder gives both bodies one op
+        tuple (:func:`~simtrain.parallel.builder.chunk_ops`), so they share a plan, its walks
+        and timings.
+        """
+        if body == "first_forward":
+            ops = self.ops(layers)
+            if ops.first_forward is ops.forward:
+                return "forward"
+        return body
 
     def plan(self, body: str, hooks: bool, layers: range) -> SegmentPlan:
         """Segment plan of one body of a chunk holding ``layers`` (cached)."""
+        body = self.body(body, layers)
         key = (body, hooks, layers.start, layers.stop)
         plan = self._plans.get(key)
         if plan is None:

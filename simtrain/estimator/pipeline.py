@@ -9,6 +9,12 @@ times of its chunk's walk (:mod:`simtrain.estimator.chunks`): its compute ends a
 queues on the rank's ``pp_comm`` stream. This is the longest path through the same dependency
 graph the builder gives the engine, evaluated in one pass in a topological order of the
 actions (computed once per schedule shape), with no event queue.
+
+Under the two-microbatch overlap (``parallel.overlap_ep_comm``: DualPipe, Megatron-Core's
+combined 1F1B) a forward followed by an independent backward runs as one *paired step*, their
+tasks interleaved as the builder interleaves them (:func:`simtrain.parallel.overlap.paired_steps`);
+such a step is one position of the order, with a transfer in and out for each of its two
+actions (:class:`PairSlot`, timed by :mod:`simtrain.estimator.pairs`).
 """
 
 from __future__ import annotations
@@ -16,7 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from simtrain.parallel.schedules import Action, get_schedule, split_backwards, stage_rank
+from simtrain.parallel.overlap import paired_steps, schedule_actions
+from simtrain.parallel.schedules import Action, split_backwards, stage_rank
 
 SendKey = tuple[str, int, int]  # (kind, chunk, microbatch) of the action that sends
 
@@ -46,6 +53,42 @@ class Slot:
 
 
 @dataclass(frozen=True)
+class PairSlot:
+    """A kind of paired step: a forward and a backward of another microbatch, interleaved.
+
+    It stands where its backward stands for the gradient reduction (only the backward can
+    compute weight gradients), hence the properties below.
+
+    Attributes:
+        forward: the forward's slot.
+        backward: the backward's slot.
+    """
+
+    forward: Slot
+    backward: Slot
+
+    @property
+    def rank(self) -> int:
+        """Pipeline rank of both actions."""
+        return self.forward.rank
+
+    @property
+    def chunk(self) -> int:
+        """The backward's chunk (whose gradients the step may reduce)."""
+        return self.backward.chunk
+
+    @property
+    def computes_grads(self) -> bool:
+        """The backward computes weight gradients."""
+        return self.backward.computes_grads
+
+    @property
+    def owns_grads(self) -> bool:
+        """The backward is the rank's last action computing its chunk's weight gradients."""
+        return self.backward.owns_grads
+
+
+@dataclass(frozen=True)
 class ScheduleShape:
     """A schedule compiled for the estimator: flat arrays over a topological order.
 
@@ -53,22 +96,28 @@ class ScheduleShape:
     the action whose transfer it waits for (ranks keep their own order).
 
     Attributes:
-        slots: the distinct kinds of action.
-        slot_counts: how many actions each slot stands for.
+        slots: the distinct kinds of action (and of paired step).
+        slot_counts: how many actions (or paired steps) each slot stands for.
         rank: per position, the pipeline rank.
         slot: per position, the slot index.
-        recv: per position, the index of the transfer it waits for (-1: none).
-        send: per position, the index of the transfer it sends (-1: none).
+        recv: per position, the index of the transfer it (a paired step's forward) waits for
+            (-1: none).
+        send: per position, the index of the transfer it (a paired step's forward) sends
+            (-1: none).
+        recv2: per position, the transfer a paired step's backward waits for (-1: none, or
+            not a paired step).
+        send2: per position, the transfer a paired step's backward sends (-1: none).
         send_after_tail: per position, whether its transfer waits for its trailing
             collectives too (a forward's does; a backward's leaves after its last compute).
         num_chunks: model chunks (pp · vpp).
         num_transfers: transfers in the step.
         grad_actions: per rank, the slots of its actions that compute weight gradients, in
             program order (the chain records their start and end).
-        key: (schedule, pp, microbatches, vpp): what the shape is compiled from.
+        key: (schedule, pp, microbatches, vpp, paired): what the shape is compiled from.
+        paired: some positions are paired steps.
     """
 
-    slots: tuple[Slot, ...]
+    slots: tuple[Slot | PairSlot, ...]
     slot_counts: tuple[int, ...]
     rank: tuple[int, ...]
     slot: tuple[int, ...]
@@ -77,8 +126,11 @@ class ScheduleShape:
     send_after_tail: tuple[bool, ...]
     num_chunks: int
     num_transfers: int
-    grad_actions: tuple[tuple[Slot, ...], ...]
-    key: tuple[str, int, int, int]
+    grad_actions: tuple[tuple[Slot | PairSlot, ...], ...]
+    key: tuple[str, int, int, int, bool]
+    recv2: tuple[int, ...] = ()
+    send2: tuple[int, ...] = ()
+    paired: bool = False
 
 
 def received(action: Action, num_chunks: int) -> SendKey | None:
@@ -104,13 +156,20 @@ def sent(action: Action, num_chunks: int) -> SendKey | None:
 
 
 @lru_cache(maxsize=4096)
-def schedule_shape(name: str, pp: int, num_microbatches: int, vpp: int) -> ScheduleShape:
-    """Compile schedule ``name`` for the estimator (cached: pure in its inputs)."""
-    by_rank = get_schedule(name)(pp, num_microbatches, vpp)
+def schedule_shape(
+    name: str, pp: int, num_microbatches: int, vpp: int, paired: bool = False
+) -> ScheduleShape:
+    """Compile schedule ``name`` for the estimator (cached: pure in its inputs).
+
+    With ``paired`` (the two-microbatch overlap) the actions are grouped into the builder's
+    steps (:func:`~simtrain.parallel.overlap.paired_steps`).
+    """
+    by_rank = schedule_actions(name, pp, num_microbatches, vpp, paired)
     actions = tuple(tuple(by_rank[r]) for r in range(pp))
     num_chunks = 1 + max(a.stage for acts in actions for a in acts)
     slot_of: dict[tuple[int, int], int] = {}  # (rank, position) -> slot index
-    slots: dict[Slot, int] = {}
+    slots: dict[Slot | PairSlot, int] = {}
+    action_slots: list[list[Slot]] = []
     for rank, acts in enumerate(actions):
         split = split_backwards(list(acts))
         last_grad = {
@@ -119,6 +178,7 @@ def schedule_shape(name: str, pp: int, num_microbatches: int, vpp: int) -> Sched
             if a.kind == "W" or (a.kind == "B" and (a.stage, a.microbatch) not in split)
         }
         first_forward: set[int] = set()
+        mine: list[Slot] = []
         for i, a in enumerate(acts):
             body = {"F": "forward", "W": "weight"}.get(a.kind) or (
                 "backward_input" if (a.stage, a.microbatch) in split else "backward"
@@ -132,70 +192,117 @@ def schedule_shape(name: str, pp: int, num_microbatches: int, vpp: int) -> Sched
             if out is not None:
                 target = a.stage + 1 if a.kind == "F" else a.stage - 1
                 peer = stage_rank(name, target, a.microbatch, pp, num_microbatches)
-            slot = Slot(rank, a.stage, body, computes, last_grad.get(a.stage) == i, peer)
-            slot_of[(rank, i)] = slots.setdefault(slot, len(slots))
-    order = _topological(actions, num_chunks)
+            mine.append(Slot(rank, a.stage, body, computes, last_grad.get(a.stage) == i, peer))
+        action_slots.append(mine)
+    # steps: (rank, position of its first action, number of actions)
+    steps: tuple[tuple[tuple[int, int], ...], ...] = tuple(_steps(acts, paired) for acts in actions)
+    for rank, rank_steps in enumerate(steps):
+        for first, count in rank_steps:
+            kind: Slot | PairSlot = action_slots[rank][first]
+            if count == 2:
+                kind = PairSlot(action_slots[rank][first], action_slots[rank][first + 1])
+            slot_of[(rank, first)] = slots.setdefault(kind, len(slots))
+    order = _topological(actions, steps, num_chunks)
     transfers: dict[SendKey, int] = {}
-    for rank, i in order:
-        key = sent(actions[rank][i], num_chunks)
-        if key is not None:
-            transfers[key] = len(transfers)
-    recv, send = [], []
-    for rank, i in order:
-        wait = received(actions[rank][i], num_chunks)
-        recv.append(-1 if wait is None else transfers[wait])
-        out = sent(actions[rank][i], num_chunks)
-        send.append(-1 if out is None else transfers[out])
+    for rank, i, count in order:
+        for a in actions[rank][i : i + count]:
+            key = sent(a, num_chunks)
+            if key is not None:
+                transfers[key] = len(transfers)
+
+    def index(wanted: SendKey | None) -> int:
+        return -1 if wanted is None else transfers[wanted]
+
+    recv, send, recv2, send2 = [], [], [], []
+    for rank, i, count in order:
+        first = actions[rank][i]
+        recv.append(index(received(first, num_chunks)))
+        send.append(index(sent(first, num_chunks)))
+        second = actions[rank][i + 1] if count == 2 else None
+        recv2.append(-1 if second is None else index(received(second, num_chunks)))
+        send2.append(-1 if second is None else index(sent(second, num_chunks)))
     counts = [0] * len(slots)
-    for index in slot_of.values():
-        counts[index] += 1
+    for slot_index in slot_of.values():
+        counts[slot_index] += 1
     by_index = list(slots)
     grad_actions = tuple(
         tuple(
-            by_index[slot_of[(r, i)]]
-            for i in range(len(acts))
-            if by_index[slot_of[(r, i)]].computes_grads
+            by_index[slot_of[(r, first)]]
+            for first, _ in rank_steps
+            if by_index[slot_of[(r, first)]].computes_grads
         )
-        for r, acts in enumerate(actions)
+        for r, rank_steps in enumerate(steps)
     )
+    is_paired = any(count == 2 for rank_steps in steps for _, count in rank_steps)
     return ScheduleShape(
         slots=tuple(slots),
         slot_counts=tuple(counts),
-        rank=tuple(rank for rank, _ in order),
-        slot=tuple(slot_of[key] for key in order),
+        rank=tuple(rank for rank, _, _ in order),
+        slot=tuple(slot_of[(rank, i)] for rank, i, _ in order),
         recv=tuple(recv),
         send=tuple(send),
-        send_after_tail=tuple(actions[r][i].kind == "F" for r, i in order),
+        send_after_tail=tuple(actions[r][i].kind == "F" for r, i, _ in order),
         num_chunks=num_chunks,
         num_transfers=len(transfers),
         grad_actions=grad_actions,
-        key=(name, pp, num_microbatches, vpp),
+        key=(name, pp, num_microbatches, vpp, paired),
+        recv2=tuple(recv2) if is_paired else (),
+        send2=tuple(send2) if is_paired else (),
+        paired=is_paired,
     )
 
 
+def _steps(actions: tuple[Action, ...], paired: bool) -> tuple[tuple[int, int], ...]:
+    """(position of its first action, number of actions) of each step of a rank."""
+    if not paired:
+        return tuple((i, 1) for i in range(len(actions)))
+    out, position = [], 0
+    for step in paired_steps(actions):
+        out.append((position, len(step)))
+        position += len(step)
+    return tuple(out)
+
+
 def _topological(
-    actions: tuple[tuple[Action, ...], ...], num_chunks: int
-) -> tuple[tuple[int, int], ...]:
-    """Ranks advance in turn as far as their received transfers allow."""
+    actions: tuple[tuple[Action, ...], ...],
+    steps: tuple[tuple[tuple[int, int], ...], ...],
+    num_chunks: int,
+) -> tuple[tuple[int, int, int], ...]:
+    """Ranks advance in turn, step by step, as far as their received transfers allow.
+
+    Returns (rank, position of the step's first action, number of actions) per step. A paired
+    step waits for the transfers of both its actions.
+    """
     position = [0] * len(actions)
     done: set[SendKey] = set()
-    order: list[tuple[int, int]] = []
+    order: list[tuple[int, int, int]] = []
     progress = True
     while progress:
         progress = False
         for rank, acts in enumerate(actions):
-            i = position[rank]
-            while i < len(acts):
-                wait = received(acts[i], num_chunks)
-                if wait is not None and wait not in done:
+            s = position[rank]
+            rank_steps = steps[rank]
+            while s < len(rank_steps):
+                first, count = rank_steps[s]
+                step = acts[first : first + count]
+                waits = [received(a, num_chunks) for a in step]
+                if any(w is not None and w not in done for w in waits):
                     break
-                key = sent(acts[i], num_chunks)
-                if key is not None:
-                    done.add(key)
-                order.append((rank, i))
-                i += 1
+                for a in step:
+                    key = sent(a, num_chunks)
+                    if key is not None:
+                        done.add(key)
+                order.append((rank, first, count))
+                s += 1
                 progress = True
-            position[rank] = i
-    if len(order) != sum(map(len, actions)):
+            position[rank] = s
+    if len(order) != sum(map(len, steps)):
+        if any(count == 2 for rank_steps in steps for _, count in rank_steps):
+            # e.g. GPipe pairs each rank's last forward with its first backward, whose
+            # gradients need that forward: the engine deadlocks on this program too
+            raise ValueError(
+                "the schedule's paired steps wait on each other's transfers "
+                "('parallel.overlap_ep_comm' cannot pair this schedule's actions)"
+            )
         raise ValueError("the schedule's transfers form a cycle (a bug in the schedule)")
     return tuple(order)

@@ -26,7 +26,8 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from itertools import repeat
 from typing import Any
 
 from simtrain.catalog.frameworks import get_framework
@@ -34,11 +35,23 @@ from simtrain.engine.host import collective_issue_s, readiness
 from simtrain.engine.variability import median_slowest_factor
 from simtrain.errors import SpecError
 from simtrain.estimator.chunks import BODIES, Chunk, ChunkSource, chunk_base
-from simtrain.estimator.pipeline import ScheduleShape, Slot, schedule_shape
+from simtrain.estimator.pairs import (
+    PairTiming,
+    chain_steps,
+    extrapolate_pair,
+    interleaved,
+    pair_row,
+    pair_samples,
+    single_row,
+    slowed_row,
+    walk_pair,
+)
+from simtrain.estimator.pipeline import PairSlot, ScheduleShape, Slot, schedule_shape
 from simtrain.estimator.walk import NO_HOST, ActionTiming, SegmentTimes, walk
 from simtrain.parallel.builder import (
     EP_HOPS,
     SHARD_AXIS,
+    LayerCache,
     ep_hop_group,
     make_shard,
     p2p_op,
@@ -102,14 +115,20 @@ class StepEstimate:
         return self.bubble_s / self.step_time_s if self.step_time_s > 0 else 0.0
 
 
-Flush = tuple[float | None, float, float, float, float]
+Flush = tuple[float | None, float, float, float, float, float]
 """One gradient bucket: (offset of the layer that fills it from its action's start, or None
 for a flush at the action's end; the host's share of that offset (``max(a, x + b)``, see
-:mod:`simtrain.estimator.walk`); seconds on the gradient stream; seconds of the cross-group
-all-reduce when it runs on a stream of its own, else 0; whether it issues anything (1/0))."""
+:mod:`simtrain.estimator.walk`); the received gradients' share (``y + c`` in a paired step,
+:mod:`simtrain.estimator.pairs`; ``NO_HOST`` otherwise); seconds on the gradient stream;
+seconds of the cross-group all-reduce when it runs on a stream of its own, else 0; whether
+it issues anything (1/0))."""
 
-Mark = tuple[float, float, float]
-"""(start, end, host offset) of an action that computes weight gradients."""
+FORWARDS = frozenset({"forward", "first_forward"})
+"""Bodies of a forward action (its transfer leaves after its trailing collectives)."""
+
+Mark = tuple[float, ...]
+"""(start, end, host offset, received gradients' offset) of an action (or paired step) that
+computes weight gradients (end: of its backward)."""
 
 
 @dataclass(frozen=True)
@@ -120,17 +139,19 @@ class _Gradients:
     builder's ``_GradientReducer`` issues them on the rank's gradient streams.
 
     Attributes:
-        actions: per action that computes weight gradients (in program order), its buckets.
+        actions: per action that reduces gradients (``positions``), its buckets.
         tail: the last bucket, issued after the rank's last compute.
         optimizer_s: seconds of the optimizer step (with the FP8 weight cast).
         gather_s: seconds of the parameter all-gather after it (0: none).
         optimizer_host_s: host seconds before the optimizer can start once the host reaches
             it (``readiness`` of its issue time; 0 without a host stream).
-        slowdowns: per action, its compute's slowdown under a collective (interference;
-            empty: none).
-        inside: per action, the compute seconds its own buckets add to it while it runs
+        slowdowns: per reducing action, its compute's slowdown under a collective
+            (interference; empty: none).
+        inside: per reducing action, the compute seconds its own buckets add to it while it runs
             (their overlap with its compute, the gradient stream taken free at its start);
             :meth:`finish` prices the rest of their flight (empty: none).
+        positions: the reducing actions' positions among the rank's actions that compute
+            weight gradients (in program order: the positions of their marks).
     """
 
     actions: tuple[tuple[Flush, ...], ...]
@@ -140,6 +161,7 @@ class _Gradients:
     optimizer_host_s: float = 0.0
     slowdowns: tuple[float, ...] = ()
     inside: tuple[float, ...] = ()
+    positions: tuple[int, ...] = ()
 
     def finish(
         self,
@@ -166,7 +188,7 @@ class _Gradients:
 
         def flush(bucket: Flush, after: float, last_compute: float, sigma: float) -> None:
             nonlocal grad_free, replica_free, reduced, issued, slowed
-            _, _, grad_s, replica_s, issues = bucket
+            _, _, _, grad_s, replica_s, issues = bucket
             if not issues:
                 return
             end = after
@@ -182,13 +204,14 @@ class _Gradients:
                     slowed += sigma * (min(end, compute_free) - begin)
             reduced, issued = max(reduced, end), True
 
-        for (start, end, x), buckets, sigma in zip(
-            marks, self.actions, self.slowdowns or [0.0] * len(marks), strict=True
-        ):
-            for bucket in buckets:
-                offset, host = bucket[0], bucket[1]
+        slowdowns = self.slowdowns
+        for n, i in enumerate(self.positions):
+            start, end, x, y = marks[i]
+            sigma = slowdowns[n] if slowdowns else 0.0
+            for bucket in self.actions[n]:
+                offset, host, received = bucket[0], bucket[1], bucket[2]
                 if offset is not None:
-                    offset = max(offset, x + host)
+                    offset = max(offset, x + host, y + received)
                 flush(bucket, end if offset is None else start + offset, end, sigma)
         flush(self.tail, compute_free, compute_free, 0.0)
         compute_free += slowed
@@ -315,14 +338,13 @@ def _chain_actions(
         shape.rank, shape.slot, shape.recv, shape.send, shape.send_after_tail
     )  # fmt: skip
     computing = [s.computes_grads for s in shape.slots]
-    for i in range(len(ranks)):
-        r, k = ranks[i], slots[i]
-        compute_end, tail_end, p2p_s, compute_host, tail_host, host_s, first_comm = table[k][:7]
+    rows = [row[:7] for row in table]
+    for r, k, j, out, after_tail in zip(ranks, slots, recvs, sends, tails, strict=True):
+        compute_end, tail_end, p2p_s, compute_host, tail_host, host_s, first_comm = rows[k]
         start = compute_free[r]
         if hold[r] > start:
             start = hold[r]
         host = host_free[r]
-        j = recvs[i]
         if j >= 0 and arrival[j] > start:
             start = arrival[j]
         if sync_on_p2p:
@@ -340,9 +362,9 @@ def _chain_actions(
         if x + tail_host > tail_end:
             tail = host + tail_host
         compute_free[r], hold[r], host_free[r] = end, tail, host + host_s
-        j = sends[i]
-        if j >= 0:
-            ready = tail if tails[i] else end
+        if out >= 0:
+            j = out
+            ready = tail if after_tail else end
             if pp_free[r] > ready:
                 ready = pp_free[r]
             pp_free[r] = arrival[j] = ready + p2p_s
@@ -351,7 +373,7 @@ def _chain_actions(
             if sync_on_p2p:
                 unsynced[r] = max(unsynced[r], arrival[j])
         if computing[k]:
-            marks[r].append((start, end, x))
+            marks[r].append((start, end, x, 0.0))
     return compute_free, hold, pp_free, marks, host_free
 
 
@@ -382,6 +404,7 @@ class Estimator:
     _layouts: dict[tuple[Any, ...], RankLayout] = field(default_factory=dict)
     _groups: dict[tuple[Any, ...], tuple[int, ...]] = field(default_factory=dict)
     _sources: dict[tuple[Any, ...], ChunkSource] = field(default_factory=dict)
+    _layer_ops: dict[str, LayerCache] = field(default_factory=dict)
     _timings: dict[tuple[Any, ...], ActionTiming] = field(default_factory=dict)
     _walks: dict[tuple[Any, ...], ActionTiming] = field(default_factory=dict)
     _plan_times: dict[tuple[int, int], tuple[SegmentPlan, SegmentTimes]] = field(
@@ -392,6 +415,7 @@ class Estimator:
     )
     _comm_s: dict[tuple[Any, ...], float] = field(default_factory=dict)
     _chains: dict[tuple[Any, ...], Any] = field(default_factory=dict)
+    _orders: dict[tuple[int, int], Any] = field(default_factory=dict)
     _signatures: dict[tuple[Any, ...], Any] = field(default_factory=dict)
     _dumps: dict[int, tuple[Any, str]] = field(default_factory=dict)
     _contexts: dict[tuple[Any, ...], _Context] = field(default_factory=dict)
@@ -529,7 +553,7 @@ class Estimator:
     ) -> tuple[float, float, float, int]:
         """(step, mean busy, mean exposed communication, actions) with that many microbatches."""
         p = setup.spec.parallel
-        shape = schedule_shape(name, p.pp, num_microbatches, p.vpp)
+        shape = schedule_shape(name, p.pp, num_microbatches, p.vpp, bool(p.overlap_ep_comm))
         table = []
         known = setup.context.slots
         for slot in shape.slots:
@@ -558,26 +582,38 @@ class Estimator:
         all_grads = []
         inside: dict[Slot, float] = {}
         for r in range(num):
-            key = (shape.grad_actions[r], setup.grad_key)
+            key = (shape.key, r, setup.grad_key)  # the shape's key determines its actions
             grads = setup.context.grads.get(key)
             if grads is None:
                 grads = setup.context.grads[key] = self._grads(setup, r, shape.grad_actions[r])
             all_grads.append(grads)
-            for slot, extra in zip(shape.grad_actions[r], grads.inside, strict=False):
+            for i, extra in zip(grads.positions, grads.inside, strict=False):
                 if extra:
-                    inside[slot] = extra
+                    inside[shape.grad_actions[r][i]] = extra
         if inside:
             table = list(table)
             for k, slot in enumerate(shape.slots):
                 extra = inside.get(slot)
                 if extra:
                     row = table[k]
+                    if isinstance(slot, PairSlot):
+                        table[k] = (*slowed_row(row[:7], extra), row[7])  # type: ignore[arg-type]
+                        continue
                     table[k] = (row[0] + extra, row[1] + extra, row[2], row[3] + extra,
                                 row[4] + extra, *row[5:])  # fmt: skip
         rules = (setup.sync_on_p2p, setup.blocking_sends)
         key = (shape.key, rules, tuple(row[:7] for row in table))
         chained = self._chains.get(key)
-        if chained is None:
+        if chained is None and shape.paired:
+            rows = [
+                row[:7]
+                if isinstance(slot, PairSlot)
+                else single_row(row, slot.body in FORWARDS, slot.peer >= 0)
+                for slot, row in zip(shape.slots, table, strict=True)
+            ]
+            computes = [slot.computes_grads for slot in shape.slots]
+            chained = self._chains[key] = chain_steps(shape, rows, computes, num, *rules)  # type: ignore[arg-type]
+        elif chained is None:
             chained = self._chains[key] = _chain_actions(shape, table, num, *rules)
         compute_free, hold, pp_free, marks, host_free = chained
         busy, waited = [0.0] * num, [0.0] * num
@@ -621,7 +657,7 @@ class Estimator:
         overlap_replica = p.overlap_replica_grad_reduce is not False
         durations: dict[float, Flush] = {}
 
-        def bucket(offset: tuple[float, float] | None, size: float) -> Flush:
+        def bucket(offset: tuple[float, float, float] | None, size: float) -> Flush:
             found = durations.get(size)
             if found is None:
                 grad_s = replica_s = 0.0
@@ -639,25 +675,28 @@ class Estimator:
                             grad_s += across
                         else:
                             replica_s = across
-                found = durations[size] = (None, NO_HOST, grad_s, replica_s, float(issues))
-            return (offset[0], offset[1], *found[2:]) if offset else found
+                found = durations[size] = (
+                    None, NO_HOST, NO_HOST, grad_s, replica_s, float(issues)
+                )  # fmt: skip
+            return (*offset, *found[3:]) if offset else found
 
         flushes: list[tuple[Flush, ...]] = []
         slowdowns: list[float] = []
         inside: list[float] = []
         timings: dict[Slot, tuple[ActionTiming, float]] = {}
         pending, elements, fp8_elements = 0.0, 0, 0
-        for slot in actions:
+        positions = (
+            range(len(actions))
+            if every_mb
+            else [i for i, slot in enumerate(actions) if slot.owns_grads]
+        )
+        for i in positions:  # the others reduce nothing
+            slot = actions[i]
             chunk = setup.context.chunks[slot.chunk]
             per_layer, total, fp8 = chunk.source.elements(chunk)
             if slot.owns_grads:
                 elements += total
                 fp8_elements += fp8
-            if not (slot.owns_grads or every_mb):
-                flushes.append(())
-                slowdowns.append(0.0)
-                inside.append(0.0)
-                continue
             info = timings.get(slot)
             if info is None:
                 timing = setup.context.slots[slot][-1]
@@ -666,12 +705,13 @@ class Estimator:
             slowdowns.append(sigma)
             found: list[Flush] = []
             hooked = setup.hooks[r]
-            for (layer, layer_end), host_end in zip(
-                timing.layer_end_s, timing.layer_end_host_s, strict=True
+            recv_ends = getattr(timing, "layer_end_recv_s", None) or repeat(NO_HOST)
+            for (layer, layer_end), host_end, recv_end in zip(
+                timing.layer_end_s, timing.layer_end_host_s, recv_ends, strict=False
             ):
                 pending += per_layer.get(layer, 0) * grad_bytes
                 if hooked and pending >= bucket_bytes:
-                    found.append(bucket((layer_end, host_end), pending))
+                    found.append(bucket((layer_end, host_end, recv_end), pending))
                     pending = 0.0
             if every_mb:
                 found.append(bucket(None, pending))
@@ -680,7 +720,7 @@ class Estimator:
             extra = 0.0
             if sigma and found:
                 free = 0.0
-                for offset, _, grad_s, _, issues in found:
+                for offset, _, _, grad_s, _, issues in found:
                     if offset is None or not issues or not grad_s:
                         continue
                     begin = max(offset, free)
@@ -706,6 +746,7 @@ class Estimator:
             optimizer_host_s = readiness(issue, optimizer_s, len(step))
         return _Gradients(
             actions=tuple(flushes),
+            positions=tuple(positions),
             tail=bucket(None, pending),
             optimizer_s=optimizer_s,
             gather_s=gather,
@@ -716,25 +757,107 @@ class Estimator:
 
     # --- slots: one kind of action's timing ---------------------------------------------
 
-    def _slot(self, setup: _Setup, slot: Slot, chunks: list[Chunk]) -> tuple[Any, ...]:
+    def _slot(self, setup: _Setup, slot: Slot | PairSlot, chunks: list[Chunk]) -> tuple[Any, ...]:
         """A slot's row of times, from its actions' start.
 
         (compute end, tail end, transfer time, the host's shares of both ends, host issue
-        time, starts with a collective, timing).
+        time, starts with a collective, timing); a paired step's row is
+        :func:`~simtrain.estimator.pairs.pair_row` and its timing.
         """
+        if isinstance(slot, PairSlot):
+            return self._pair_slot(setup, slot, chunks)
         timing = self._slot_timing(setup, slot, chunks)
-        p2p_s = 0.0
-        if slot.peer >= 0:
-            src, dst = setup.ranks[slot.rank], setup.ranks[slot.peer]
-            size = setup.p2p_bytes
-            key = (id(setup.network), "p2p", src, dst, size)
-            p2p_s = self._comm_s.get(key, -1.0)
-            if p2p_s < 0:
-                p2p_s = self._comm_s[key] = setup.network.p2p_time_s(src, dst, size)
+        p2p_s = self._p2p_s(setup, slot)
         # the send's issue is charged to the action's host time
         host_s = timing.host_s + (setup.per_collective_s if slot.peer >= 0 else 0.0)
         return (timing.compute_end_s, timing.tail_end_s, p2p_s, timing.compute_end_host_s,
                 timing.tail_end_host_s, host_s, timing.starts_with_comm, timing)  # fmt: skip
+
+    def _p2p_s(self, setup: _Setup, slot: Slot) -> float:
+        """Seconds of the slot's transfer to its peer (0: it sends nothing)."""
+        if slot.peer < 0:
+            return 0.0
+        src, dst = setup.ranks[slot.rank], setup.ranks[slot.peer]
+        size = setup.p2p_bytes
+        key = (id(setup.network), "p2p", src, dst, size)
+        p2p_s = self._comm_s.get(key, -1.0)
+        if p2p_s < 0:
+            p2p_s = self._comm_s[key] = setup.network.p2p_time_s(src, dst, size)
+        return p2p_s
+
+    def _pair_slot(self, setup: _Setup, slot: PairSlot, chunks: list[Chunk]) -> tuple[Any, ...]:
+        """A paired step's row: both chunks walked interleaved (:func:`walk_pair`).
+
+        Sampled on a few layers of each chunk (:func:`pair_samples`) and extrapolated, as
+        single actions are (:mod:`simtrain.estimator.chunks`), when both chunks are sampled,
+        equally long, and the backward does not reduce gradients (which needs its layer
+        ends); else walked whole.
+        """
+        f, b = slot.forward, slot.backward
+        p2p = (self._p2p_s(setup, f), self._p2p_s(setup, b))
+        hooks = (b.owns_grads or (setup.every_mb and b.computes_grads)) and setup.hooks[b.rank]
+        receives = b.chunk < len(chunks) - 1
+        (models_f, groups_f), (models_b, groups_b) = (
+            self._rank_signature(setup, s.rank, s.chunk, chunks[s.chunk]) for s in (f, b)
+        )
+        cf, cb = chunks[f.chunk], chunks[b.chunk]
+        key = ("pair", id(cf.source), len(cf.layers), cf.base, f.body, models_f,
+               id(cb.source), len(cb.layers), cb.base, b.body, hooks, models_b, p2p,
+               (f.peer >= 0, b.peer >= 0, receives, setup.sync_on_p2p))  # fmt: skip
+        timing = self._timings.get(key)
+        if timing is None:
+            groups = {**groups_f, **groups_b}
+            network = setup.network
+
+            def comm_s(op: Op) -> float:
+                return self._collective_s(network, op.comm, groups[op.axis], op.comm_bytes)
+
+            def walked(f_layers: int, b_layers: int) -> PairTiming:
+                plans = (
+                    cf.source.plan(f.body, False, range(cf.base, cf.base + f_layers)),
+                    cb.source.plan(b.body, hooks, range(cb.base, cb.base + b_layers)),
+                )
+                times = (
+                    self._segment_times(setup, setup.compute, plans[0]),
+                    self._segment_times(setup, setup.compute, plans[1]),
+                )
+                sends = (p2p[0] if f.peer >= 0 else None, p2p[1] if b.peer >= 0 else None)
+                order_key = (id(plans[0]), id(plans[1]))  # plans are cached: stable ids
+                order = self._orders.get(order_key)
+                if order is None or order[0] is not plans:
+                    order = self._orders[order_key] = (plans, interleaved(*plans))
+                return walk_pair(plans, times, comm_s, sends, receives, setup.sync_on_p2p,
+                                 setup.per_collective_s, order[1])  # fmt: skip
+
+            timing = None
+            reduces = b.owns_grads or (setup.every_mb and b.computes_grads)
+            n = len(cf.layers)
+            counts = pair_samples(n)
+            if cf.sampled and cb.sampled and n == len(cb.layers) and counts and not reduces:
+                samples = [walked(k, k) for k in counts]
+                timing = extrapolate_pair(samples, (n - counts[-1]) // (counts[1] - counts[0]))
+            if timing is None:
+                timing = walked(len(cf.layers), len(cb.layers))
+            whole_b = range(cb.base, cb.base + len(cb.layers))
+            if cb.base:  # layers named by their position in the chunk (chunks.py)
+                renamed = tuple(
+                    (layer - cb.base if layer in whole_b else layer, end)
+                    for layer, end in timing.layer_end_s
+                )
+                timing = replace(timing, layer_end_s=renamed)
+            self._timings[key] = timing
+        return (*pair_row(timing, p2p), timing)
+
+    def _rank_signature(
+        self, setup: _Setup, rank: int, index: int, chunk: Chunk
+    ) -> tuple[tuple[Any, ...], dict[str, tuple[int, ...]]]:
+        """(models key, groups by axis) of chunk ``index`` on pipeline rank ``rank``, cached."""
+        found = setup.context.signatures.get((rank, index))
+        if found is None:
+            found = setup.context.signatures[(rank, index)] = self._signature(
+                setup, setup.ranks[rank], chunk
+            )
+        return found
 
     def _slot_timing(self, setup: _Setup, slot: Slot, chunks: list[Chunk]) -> ActionTiming:
         """Timing of a slot's chunk action on its rank, shared by all equal-timed ranks.
@@ -746,13 +869,9 @@ class Estimator:
         chunk = chunks[slot.chunk]
         reduces = slot.owns_grads or (setup.every_mb and slot.computes_grads)
         hooks = reduces and setup.hooks[slot.rank]
-        found = setup.context.signatures.get((slot.rank, slot.chunk))
-        if found is None:
-            found = setup.context.signatures[(slot.rank, slot.chunk)] = self._signature(
-                setup, setup.ranks[slot.rank], chunk
-            )
-        models, groups = found
-        key = (id(chunk.source), len(chunk.layers), chunk.base, slot.body, hooks, models)
+        models, groups = self._rank_signature(setup, slot.rank, slot.chunk, chunk)
+        body = chunk.source.body(slot.body, chunk.probe)
+        key = (id(chunk.source), len(chunk.layers), chunk.base, body, hooks, models)
         timing = self._timings.get(key)
         if timing is None:
             compute, network = setup.compute, setup.network
@@ -768,7 +887,7 @@ class Estimator:
                     done = self._walks[walk_key] = walk(plan, times, comm_s)
                 return done
 
-            timing = self._timings[key] = chunk.timing(slot.body, hooks, walker)
+            timing = self._timings[key] = chunk.timing(body, hooks, walker)
         return timing
 
     def _signature(
@@ -902,8 +1021,9 @@ class Estimator:
             source = self._sources.get((ops_key, first, last))
             if source is None:
                 shard = shard or make_shard(spec)
+                layers_ops = self._layer_ops.setdefault(ops_key, {})
                 source = self._sources[(ops_key, first, last)] = ChunkSource(
-                    spec, shard, first, last
+                    spec, shard, first, last, layers=layers_ops
                 )
             chunks.append(Chunk(source, layers, *chunk_base(spec, layers)))
         return chunks
@@ -943,7 +1063,7 @@ class Estimator:
         """The plan's :class:`SegmentTimes` at the step's pace, once per plan and pace.
 
         The unpaced times are looked up once per plan and compute model, so that every
-        pace (cluster size) shares them; device times are then scaled by the pace (host
+        pace (cluster size) shares them; the walk scales device times by the pace (host
         time is not paced).
         """
         key = (id(plan), id(compute))  # plans and models are cached: their ids are stable
@@ -966,12 +1086,8 @@ class Estimator:
                     else None,
                 ),
             )
-        times, pace = base[1], compute.pace
-        paced = SegmentTimes(
-            tuple(t * pace for t in times.compute_s),
-            times.host_s,
-            None if times.contended_s is None else tuple(t * pace for t in times.contended_s),
-        )
+        times = base[1]
+        paced = SegmentTimes(times.compute_s, times.host_s, times.contended_s, compute.pace)
         self._paced_times[key] = (plan, paced)
         return paced
 

@@ -116,11 +116,14 @@ class SegmentTimes:
             walks without a host stream.
         contended_s: seconds of each compute task while a collective holds part of the
             device (``task_time_s(ops, contended=True)``); None: no interference.
+        pace: factor the walk multiplies the device times by (the step's pace:
+            ``simtrain.estimator.step._Paced``); host times are not paced.
     """
 
     compute_s: tuple[float, ...]
     host_s: tuple[float, ...] | None = None
     contended_s: tuple[float, ...] | None = None
+    pace: float = 1.0
 
     @classmethod
     def of(
@@ -178,6 +181,7 @@ def walk(plan: SegmentPlan, times: SegmentTimes, comm_s: Callable[[Op], float]) 
     flights: list[tuple[float, float, float, float]] = []  # collectives: (start, end) a and b
     contended_total = 0.0
     compute_s, host_s, contended_s = times.compute_s, times.host_s, times.contended_s
+    pace = times.pace
     segments = plan.segments
     for position, seg in enumerate(segments):
         if seg.is_comm:
@@ -199,7 +203,7 @@ def walk(plan: SegmentPlan, times: SegmentTimes, comm_s: Callable[[Op], float]) 
                 start_a = wa
             if wb > start_b:
                 start_b = wb
-        duration = compute_s[position]
+        duration = compute_s[position] * pace
         if host_s is not None:
             h = host_s[position]
             ready = host_clock + readiness(h, duration, len(seg.ops))
@@ -209,7 +213,7 @@ def walk(plan: SegmentPlan, times: SegmentTimes, comm_s: Callable[[Op], float]) 
         busy += duration
         extra_a = extra_b = 0.0
         if flights:
-            contended = contended_s[position]  # type: ignore[index]
+            contended = contended_s[position] * pace  # type: ignore[index]
             contended_total += contended
             if contended > duration > 0:
                 sigma = contended / duration - 1.0
@@ -225,7 +229,7 @@ def walk(plan: SegmentPlan, times: SegmentTimes, comm_s: Callable[[Op], float]) 
                         if overlap > 0:
                             extra_b += sigma * overlap
         elif contended_s is not None:
-            contended_total += contended_s[position]
+            contended_total += contended_s[position] * pace
         end_a, end_b = start_a + duration + extra_a, start_b + duration + extra_b
         for layer in seg.layers:  # first-appearance order, as the builder's gradient hooks
             layer_end[layer] = (end_a, end_b)

@@ -247,13 +247,36 @@ def _minimal_recompute(ops: LayerOps) -> list[Op]:
     return [op for op in ops.forward if op in core or op.kind in ("norm", "elementwise")]
 
 
+LayerCache = dict[int, tuple[LayerOps, tuple[Op, ...]]]
+"""Layer -> (its ops, the forward ops its recomputation re-runs) under one spec and shard."""
+
+
+def _layer(spec: ExperimentSpec, shard: Shard, layer: int) -> tuple[LayerOps, tuple[Op, ...]]:
+    """A layer's ops and the forward ops its recomputation re-runs (if it is recomputed)."""
+    ops = layer_ops(spec.model, shard, layer)
+    recompute = spec.parallel.recompute
+    if recompute == "full":
+        return ops, _recomputed(ops.forward)
+    if recompute == "selective":
+        return ops, _recomputed(ops.recomputed(spec.parallel.selective_modules))
+    if recompute == "minimal":
+        return ops, _recomputed(_minimal_recompute(ops))
+    return ops, ()
+
+
 def chunk_ops(
-    spec: ExperimentSpec, shard: Shard, layers: range, first: bool, last: bool
+    spec: ExperimentSpec,
+    shard: Shard,
+    layers: range,
+    first: bool,
+    last: bool,
+    cache: LayerCache | None = None,
 ) -> ChunkOps:
     """Ops of one model chunk (``layers``; ``first``/``last``: it holds the embedding/head).
 
     The builder cuts these into every action's tasks; the analytical estimator
-    (:mod:`simtrain.estimator`) times the same ops.
+    (:mod:`simtrain.estimator`) times the same ops. ``cache`` keeps each layer's ops for
+    other chunks of the same spec and shard (the estimator builds many).
     """
     model, recompute = spec.model, spec.parallel.recompute
     forward: list[Op] = []
@@ -261,8 +284,16 @@ def chunk_ops(
     if first:
         emb_f, emb_b = embedding_ops(model, shard)
         forward += emb_f
-    per_layer = [layer_ops(model, shard, layer) for layer in layers]
-    for ops in per_layer:
+    if cache is None:
+        per_layer = [_layer(spec, shard, layer) for layer in layers]
+    else:
+        per_layer = []
+        for layer in layers:
+            found = cache.get(layer)
+            if found is None:
+                found = cache[layer] = _layer(spec, shard, layer)
+            per_layer.append(found)
+    for ops, _ in per_layer:
         forward += ops.forward
     if last:
         head = head_ops(model, shard)
@@ -270,13 +301,9 @@ def chunk_ops(
         forward += head[:split]
         backward += head[split:]
     full = recomputed_layers(layers, spec.parallel.recompute_layer_fraction)
-    for layer, ops in zip(reversed(layers), reversed(per_layer), strict=True):
-        if recompute == "full" and layer in full:
-            backward += _recomputed(ops.forward)
-        elif recompute == "selective":
-            backward += _recomputed(ops.recomputed(spec.parallel.selective_modules))
-        elif recompute == "minimal":
-            backward += _recomputed(_minimal_recompute(ops))
+    for layer, (ops, recomputed) in zip(reversed(layers), reversed(per_layer), strict=True):
+        if recompute != "full" or layer in full:
+            backward += recomputed
         backward += ops.backward
     if first:
         backward += emb_b
@@ -309,9 +336,11 @@ def chunk_ops(
         # FSDP SHARD_GRAD_OP, or ZeRO-1/2 with the gather overlapped with the forward:
         # gathered unit by unit in the step's first forward, then kept.
         gathered_forward = with_param_gathers(forward, tensors, SHARD_AXIS, behaviour)
+    forward_ops = tuple(forward)
     return ChunkOps(
-        forward=tuple(forward),
-        first_forward=tuple(gathered_forward),
+        forward=forward_ops,
+        # one tuple when the first forward gathers nothing more (the estimator then walks it once)
+        first_forward=forward_ops if gathered_forward is forward else tuple(gathered_forward),
         backward=tuple(backward),
         backward_input=tuple(backward_input),
         weight=weight,

@@ -217,7 +217,19 @@ def step_actions(parallel: ParallelSpec) -> dict[int, list[Action]]:
     """
     p = parallel
     name = p.pipeline_schedule if p.pp > 1 else "1f1b"
-    if name == "1f1b" and p.overlap_ep_comm:
-        m = p.num_microbatches
-        return {rank: one_f_one_b_rank(rank, p.pp, m, extra_warmup=1) for rank in range(p.pp)}
-    return get_schedule(name)(p.pp, p.num_microbatches, p.vpp)
+    return schedule_actions(name, p.pp, p.num_microbatches, p.vpp, bool(p.overlap_ep_comm))
+
+
+def schedule_actions(
+    name: str, pp: int, num_microbatches: int, vpp: int, paired: bool
+) -> dict[int, list[Action]]:
+    """The action lists of schedule ``name`` (with one more warm-up forward for a paired 1F1B).
+
+    What :func:`step_actions` returns for a parallel setting, from its scheduling fields alone
+    (the analytical estimator compiles schedules from these).
+    """
+    if name == "1f1b" and paired:
+        return {
+            rank: one_f_one_b_rank(rank, pp, num_microbatches, extra_warmup=1) for rank in range(pp)
+        }
+    return get_schedule(name)(pp, num_microbatches, vpp)
