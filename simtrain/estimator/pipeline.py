@@ -12,9 +12,10 @@ actions (computed once per schedule shape), with no event queue.
 
 Under the two-microbatch overlap (``parallel.overlap_ep_comm``: DualPipe, Megatron-Core's
 combined 1F1B) a forward followed by an independent backward runs as one *paired step*, their
-tasks interleaved as the builder interleaves them (:func:`simtrain.parallel.overlap.paired_steps`);
-such a step is one position of the order, with a transfer in and out for each of its two
-actions (:class:`PairSlot`, timed by :mod:`simtrain.estimator.pairs`).
+tasks interleaved as the builder interleaves them
+(:func:`simtrain.parallel.overlap.feasible_steps`); such a step is one position of the
+order, with a transfer in and out for each of its two actions (:class:`PairSlot`, timed by
+:mod:`simtrain.estimator.pairs`).
 """
 
 from __future__ import annotations
@@ -22,10 +23,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from simtrain.parallel.overlap import paired_steps, schedule_actions
+from simtrain.parallel.overlap import (
+    SendKey,
+    feasible_steps,
+    received,
+    schedule_actions,
+    sent,
+)
 from simtrain.parallel.schedules import Action, split_backwards, stage_rank
-
-SendKey = tuple[str, int, int]  # (kind, chunk, microbatch) of the action that sends
 
 
 @dataclass(frozen=True)
@@ -133,28 +138,6 @@ class ScheduleShape:
     paired: bool = False
 
 
-def received(action: Action, num_chunks: int) -> SendKey | None:
-    """The transfer ``action`` waits for, if any.
-
-    The previous stage's activations for a forward, the next stage's gradients for a backward
-    (the builder's ``F{c-1}`` / ``B{c+1}`` keys).
-    """
-    if action.kind == "F" and action.stage > 0:
-        return ("F", action.stage - 1, action.microbatch)
-    if action.kind == "B" and action.stage < num_chunks - 1:
-        return ("B", action.stage + 1, action.microbatch)
-    return None
-
-
-def sent(action: Action, num_chunks: int) -> SendKey | None:
-    """The transfer ``action`` sends once done (to the next or previous stage), if any."""
-    if action.kind == "F" and action.stage < num_chunks - 1:
-        return ("F", action.stage, action.microbatch)
-    if action.kind == "B" and action.stage > 0:
-        return ("B", action.stage, action.microbatch)
-    return None
-
-
 @lru_cache(maxsize=4096)
 def schedule_shape(
     name: str, pp: int, num_microbatches: int, vpp: int, paired: bool = False
@@ -162,7 +145,7 @@ def schedule_shape(
     """Compile schedule ``name`` for the estimator (cached: pure in its inputs).
 
     With ``paired`` (the two-microbatch overlap) the actions are grouped into the builder's
-    steps (:func:`~simtrain.parallel.overlap.paired_steps`).
+    steps (:func:`~simtrain.parallel.overlap.feasible_steps`).
     """
     by_rank = schedule_actions(name, pp, num_microbatches, vpp, paired)
     actions = tuple(tuple(by_rank[r]) for r in range(pp))
@@ -195,14 +178,13 @@ def schedule_shape(
             mine.append(Slot(rank, a.stage, body, computes, last_grad.get(a.stage) == i, peer))
         action_slots.append(mine)
     # steps: (rank, position of its first action, number of actions)
-    steps: tuple[tuple[tuple[int, int], ...], ...] = tuple(_steps(acts, paired) for acts in actions)
+    steps, order = _steps(by_rank, pp, num_chunks, paired)
     for rank, rank_steps in enumerate(steps):
         for first, count in rank_steps:
             kind: Slot | PairSlot = action_slots[rank][first]
             if count == 2:
                 kind = PairSlot(action_slots[rank][first], action_slots[rank][first + 1])
             slot_of[(rank, first)] = slots.setdefault(kind, len(slots))
-    order = _topological(actions, steps, num_chunks)
     transfers: dict[SendKey, int] = {}
     for rank, i, count in order:
         for a in actions[rank][i : i + count]:
@@ -252,57 +234,22 @@ def schedule_shape(
     )
 
 
-def _steps(actions: tuple[Action, ...], paired: bool) -> tuple[tuple[int, int], ...]:
-    """(position of its first action, number of actions) of each step of a rank."""
-    if not paired:
-        return tuple((i, 1) for i in range(len(actions)))
-    out, position = [], 0
-    for step in paired_steps(actions):
-        out.append((position, len(step)))
-        position += len(step)
-    return tuple(out)
+def _steps(
+    by_rank: dict[int, list[Action]], pp: int, num_chunks: int, paired: bool
+) -> tuple[tuple[tuple[tuple[int, int], ...], ...], tuple[tuple[int, int, int], ...]]:
+    """The builder's steps of each rank and an order they can run in.
 
-
-def _topological(
-    actions: tuple[tuple[Action, ...], ...],
-    steps: tuple[tuple[tuple[int, int], ...], ...],
-    num_chunks: int,
-) -> tuple[tuple[int, int, int], ...]:
-    """Ranks advance in turn, step by step, as far as their received transfers allow.
-
-    Returns (rank, position of the step's first action, number of actions) per step. A paired
-    step waits for the transfers of both its actions.
+    Steps as (position of the first action, number of actions); the order as (rank, position
+    of the step's first action, number of actions). A paired step waits for the transfers of
+    both its actions (:func:`~simtrain.parallel.overlap.feasible_steps`).
     """
-    position = [0] * len(actions)
-    done: set[SendKey] = set()
-    order: list[tuple[int, int, int]] = []
-    progress = True
-    while progress:
-        progress = False
-        for rank, acts in enumerate(actions):
-            s = position[rank]
-            rank_steps = steps[rank]
-            while s < len(rank_steps):
-                first, count = rank_steps[s]
-                step = acts[first : first + count]
-                waits = [received(a, num_chunks) for a in step]
-                if any(w is not None and w not in done for w in waits):
-                    break
-                for a in step:
-                    key = sent(a, num_chunks)
-                    if key is not None:
-                        done.add(key)
-                order.append((rank, first, count))
-                s += 1
-                progress = True
-            position[rank] = s
-    if len(order) != sum(map(len, steps)):
-        if any(count == 2 for rank_steps in steps for _, count in rank_steps):
-            # e.g. GPipe pairs each rank's last forward with its first backward, whose
-            # gradients need that forward: the engine deadlocks on this program too
-            raise ValueError(
-                "the schedule's paired steps wait on each other's transfers "
-                "('parallel.overlap_ep_comm' cannot pair this schedule's actions)"
-            )
-        raise ValueError("the schedule's transfers form a cycle (a bug in the schedule)")
-    return tuple(order)
+    rank_steps, order = feasible_steps(by_rank, num_chunks, paired)
+    starts = []
+    for r in range(pp):
+        first, mine = 0, []
+        for step in rank_steps[r]:
+            mine.append((first, len(step)))
+            first += len(step)
+        starts.append(tuple(mine))
+    steps = tuple(starts)
+    return steps, tuple((r, *steps[r][s]) for r, s in order)

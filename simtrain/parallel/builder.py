@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from simtrain.catalog.frameworks import get_framework
 from simtrain.gcpause import without_cyclic_gc
 from simtrain.parallel.layout import RankLayout
-from simtrain.parallel.overlap import paired_steps, step_actions, tp_overlapped
+from simtrain.parallel.overlap import feasible_steps, step_actions, tp_overlapped
 from simtrain.parallel.program import Program, Task
 from simtrain.parallel.schedules import Action, split_backwards, stage_rank
 from simtrain.parallel.segments import SegmentPlan, segment_ops
@@ -436,6 +436,10 @@ class _StepAssembler:
         ]
         self.schedule_name = p.pipeline_schedule if p.pp > 1 else "1f1b"
         self.actions_by_stage = step_actions(p)
+        # each stage's steps: single actions, or forward-backward pairs that can run together
+        self.steps_by_stage = feasible_steps(
+            self.actions_by_stage, self.num_chunks, bool(p.overlap_ep_comm)
+        )[0]
         world = self.layout.world_size
         ranks = (
             list(range(world))
@@ -519,7 +523,8 @@ class _StepAssembler:
             p.zero_shard_group_size,
             self.spec.cluster.gpus_per_node,
         )
-        actions = self.actions_by_stage[self.layout.coords(rank)["pp"]]
+        stage = self.layout.coords(rank)["pp"]
+        actions = self.actions_by_stage[stage]
         split = split_backwards(actions)
         sharding = self.profile.sharding
         # ZeRO-3 under FSDP reduce-scatters each unit (layer) as its backward ends.
@@ -597,8 +602,7 @@ class _StepAssembler:
                     grads.flush(rb.last_compute)
                     experts.flush(rb.last_compute)
 
-        steps = paired_steps(actions) if p.overlap_ep_comm else [(a,) for a in actions]
-        for step in steps:
+        for step in self.steps_by_stage[stage]:
             _interleave(rb, [run(action) for action in step])
         expert_elements, fp8_elements = totals["experts"], totals["fp8"]
         dense_elements = totals["elements"] - expert_elements

@@ -23,7 +23,7 @@ overridable per experiment (``parallel.*``):
   Megatron's asynchronous TP) or ``gemm`` (additionally, every sequence-parallel all-gather
   and reduce-scatter cut into ``tp`` chunks pipelined with the GEMM that consumes or produces
   it, as TransformerEngine's userbuffers do);
-- two-microbatch overlap (``overlap_ep_comm``, :func:`paired_steps`): a forward and a backward
+- two-microbatch overlap (``overlap_ep_comm``, :func:`feasible_steps`): a forward and a backward
   of different microbatches run interleaved, so that the expert all-to-alls (and any other
   blocking collective) of one run under the compute of the other: DualPipe's overlapped
   forward-backward chunks and Megatron-Core's combined 1F1B (``--overlap-moe-expert-parallel-
@@ -206,6 +206,86 @@ def paired_steps(actions: Sequence[Action]) -> list[tuple[Action, ...]]:
         steps.append((action,))
         index += 1
     return steps
+
+
+SendKey = tuple[str, int, int]  # (kind, chunk, microbatch) of the action that sends
+
+
+def received(action: Action, num_chunks: int) -> SendKey | None:
+    """The transfer ``action`` waits for, if any.
+
+    The previous stage's activations for a forward, the next stage's gradients for a backward
+    (the builder's ``F{c-1}`` / ``B{c+1}`` keys).
+    """
+    if action.kind == "F" and action.stage > 0:
+        return ("F", action.stage - 1, action.microbatch)
+    if action.kind == "B" and action.stage < num_chunks - 1:
+        return ("B", action.stage + 1, action.microbatch)
+    return None
+
+
+def sent(action: Action, num_chunks: int) -> SendKey | None:
+    """The transfer ``action`` sends once done (to the next or previous stage), if any."""
+    if action.kind == "F" and action.stage < num_chunks - 1:
+        return ("F", action.stage, action.microbatch)
+    if action.kind == "B" and action.stage > 0:
+        return ("B", action.stage, action.microbatch)
+    return None
+
+
+def feasible_steps(
+    actions_by_rank: dict[int, list[Action]], num_chunks: int, pair: bool = True
+) -> tuple[dict[int, list[tuple[Action, ...]]], list[tuple[int, int]]]:
+    """Each pipeline rank's steps (:func:`paired_steps`), minus the pairs that cannot run.
+
+    Returns the steps of each rank and an order in which they can run: (rank, step index),
+    ranks advancing in turn as far as their received transfers allow. Without ``pair`` every
+    action is a step of its own.
+
+    A paired step runs its forward and backward interleaved, so it needs the transfers of both
+    before it can finish. A pair whose backward waits, through the other ranks, on its own
+    forward never can: GPipe pairs a rank's last forward with its first backward, whose
+    gradients come back only after that forward reached the last stage. Ranks advance in turn
+    as far as their received transfers allow; when none can, the lowest rank's blocked pair
+    runs as two steps. Schedules whose pairs all run (1F1B, DualPipe) are left as
+    :func:`paired_steps` groups them.
+
+    Raises:
+        ValueError: the transfers form a cycle even without pairs (a bug in the schedule).
+    """
+    steps = {
+        rank: paired_steps(actions) if pair else [(a,) for a in actions]
+        for rank, actions in actions_by_rank.items()
+    }
+    ranks = sorted(steps)
+    position = dict.fromkeys(ranks, 0)
+    done: set[SendKey] = set()
+    order: list[tuple[int, int]] = []
+    while True:
+        progress = False
+        for rank in ranks:
+            rank_steps, s = steps[rank], position[rank]
+            while s < len(rank_steps):
+                waits = (received(a, num_chunks) for a in rank_steps[s])
+                if any(w is not None and w not in done for w in waits):
+                    break
+                done.update(k for a in rank_steps[s] if (k := sent(a, num_chunks)) is not None)
+                order.append((rank, s))
+                s += 1
+                progress = True
+            position[rank] = s
+        if all(position[rank] == len(steps[rank]) for rank in ranks):
+            return steps, order
+        if progress:
+            continue
+        blocked = [
+            r for r in ranks if position[r] < len(steps[r]) and len(steps[r][position[r]]) == 2
+        ]
+        if not blocked:
+            raise ValueError("the schedule's transfers form a cycle (a bug in the schedule)")
+        rank, s = blocked[0], position[blocked[0]]
+        forward, backward = steps[rank][s]
+        steps[rank][s : s + 1] = [(forward,), (backward,)]
 
 
 def step_actions(parallel: ParallelSpec) -> dict[int, list[Action]]:

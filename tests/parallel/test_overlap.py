@@ -19,7 +19,13 @@ from simtrain.engine import execute
 from simtrain.engine.timing import contended_durations, task_durations
 from simtrain.network.base import ConstantBandwidthNetwork
 from simtrain.parallel.builder import build_program
-from simtrain.parallel.overlap import paired_steps, step_actions, tp_overlapped
+from simtrain.parallel.overlap import (
+    feasible_steps,
+    paired_steps,
+    schedule_actions,
+    step_actions,
+    tp_overlapped,
+)
 from simtrain.workload.primitives import collective, gemm
 from tests.conftest import LLAMA_TINY, make_experiment
 
@@ -151,3 +157,22 @@ def test_combined_1f1b_warms_up_one_more_microbatch():
     assert actions == ["0F0", "0F1", "0B0", "0F2", "0B1", "0F3", "0B2", "0B3"]
     steps = [[str(a) for a in s] for s in paired_steps(step_actions(spec.parallel)[0])]
     assert steps == [["0F0"], ["0F1", "0B0"], ["0F2", "0B1"], ["0F3", "0B2"], ["0B3"]]
+
+
+def test_gpipe_turn_pairs_that_wait_on_themselves_are_split():
+    # GPipe, 2 stages, 4 microbatches: rank 0's last forward and first backward would pair,
+    # but that backward's gradients come back only after the forward reached stage 1.
+    actions = schedule_actions("gpipe", 2, 4, 1, True)
+    steps, order = feasible_steps(actions, 2)
+    assert all(len(step) == 1 for step in steps[0])
+    assert [len(s) for s in paired_steps(actions[0])].count(2) == 1  # what would deadlock
+    assert sorted(order) == [(r, i) for r in (0, 1) for i in range(len(steps[r]))]
+
+
+@pytest.mark.parametrize(("name", "pp", "m"), [("1f1b", 4, 8), ("dualpipe", 4, 8)])
+def test_pairs_that_can_run_are_kept(name, pp, m):
+    actions = schedule_actions(name, pp, m, 1, True)
+    num_chunks = 1 + max(a.stage for acts in actions.values() for a in acts)
+    steps, _ = feasible_steps(actions, num_chunks)
+    assert steps == {rank: paired_steps(acts) for rank, acts in actions.items()}
+    assert any(len(step) == 2 for rank_steps in steps.values() for step in rank_steps)
