@@ -205,7 +205,7 @@ class Chunk:
         width = SAMPLE_LAYERS[-1] if self.sampled else len(self.layers)
         return range(self.base, self.base + width)
 
-    def _whole(self, body: str, hooks: bool, walker: Walker) -> ActionTiming:
+    def whole(self, body: str, hooks: bool, walker: Walker) -> ActionTiming:
         """Walk the whole chunk (built from ``base``), its layers named by position."""
         whole = range(self.base, self.base + len(self.layers))
         timing = walker(self.source.plan(body, hooks, whole))
@@ -220,14 +220,14 @@ class Chunk:
     def timing(self, body: str, hooks: bool, walker: Walker) -> ActionTiming:
         """Timing of one action of the whole chunk (see the module docstring)."""
         if not self.sampled:
-            return self._whole(body, hooks, walker)
+            return self.whole(body, hooks, walker)
         ta, tb, tc = (
             walker(self.source.plan(body, hooks, range(self.base, self.base + k)))
             for k in SAMPLE_LAYERS
         )
         timing = _extrapolate(ta, tb, tc, self, hooks)
         if timing is None:  # not linear in its layers: walk the whole chunk
-            return self._whole(body, hooks, walker)
+            return self.whole(body, hooks, walker)
         return timing
 
 

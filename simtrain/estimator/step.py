@@ -377,6 +377,40 @@ def _chain_actions(
     return compute_free, hold, pp_free, marks, host_free
 
 
+def _every_layer(buckets: tuple[tuple[int, float], ...], num_layers: int) -> bool:
+    """Every transformer layer issues one bucket, all but the first alike (see ``_slot_timing``)."""
+    layered = [seconds for layer, seconds in buckets if 0 <= layer < num_layers]
+    placed = {layer for layer, _ in buckets if 0 <= layer < num_layers}
+    return len(layered) == len(placed) == num_layers and len(set(layered[1:])) <= 1
+
+
+def _sample_buckets(
+    plan: SegmentPlan, chunk: Chunk, buckets: tuple[tuple[int, float], ...]
+) -> tuple[tuple[int, float], ...]:
+    """A chunk's buckets (layers by position) named as in ``plan``, a sample or the whole.
+
+    A sample's transformer layers issue the buckets of the chunk's first layers in the
+    action's order; the embedding and the head keep theirs.
+    """
+    size, base = len(chunk.layers), chunk.base
+    held = range(base, base + size)
+    order: list[int] = []
+    for seg in plan.segments:
+        for layer in seg.layers:
+            if layer in held and layer not in order:
+                order.append(layer)
+    if len(order) == size:  # the whole chunk
+        return tuple((layer + base if 0 <= layer < size else layer, s) for layer, s in buckets)
+    named, n = [], 0
+    for layer, seconds in buckets:
+        if not 0 <= layer < size:
+            named.append((layer, seconds))
+        elif n < len(order):
+            named.append((order[n], seconds))
+            n += 1
+    return tuple(named)
+
+
 def issues_from_host(compute: Any) -> bool:
     """Whether issuing kernels costs the host anything (the engine's rule for a host stream)."""
     cost = getattr(compute, "host", None)
@@ -704,21 +738,30 @@ class Estimator:
             timing, sigma = info
             slowdowns.append(sigma)
             found: list[Flush] = []
+            issued: list[tuple[int, float]] = []  # (layer, seconds) of its hooked buckets
+            where: list[int] = []  # index of each hooked bucket's layer in layer_end_s
             hooked = setup.hooks[r]
             recv_ends = getattr(timing, "layer_end_recv_s", None) or repeat(NO_HOST)
-            for (layer, layer_end), host_end, recv_end in zip(
-                timing.layer_end_s, timing.layer_end_host_s, recv_ends, strict=False
+            for j, ((layer, layer_end), host_end, recv_end) in enumerate(
+                zip(timing.layer_end_s, timing.layer_end_host_s, recv_ends, strict=False)
             ):
                 pending += per_layer.get(layer, 0) * grad_bytes
                 if hooked and pending >= bucket_bytes:
                     found.append(bucket((layer_end, host_end, recv_end), pending))
+                    where.append(j)
+                    if found[-1][5]:
+                        issued.append((layer, found[-1][3]))
                     pending = 0.0
-            if every_mb:
-                found.append(bucket(None, pending))
-                pending = 0.0
-            flushes.append(tuple(found))
             extra = 0.0
-            if sigma and found:
+            if sigma and issued and not isinstance(slot, PairSlot):
+                # the action walked again with its buckets (engine rules); they issue when
+                # their layers end in that walk
+                slowed = self._slot_timing(setup, slot, setup.context.chunks, tuple(issued))
+                extra = max(0.0, slowed.compute_end_s - timing.compute_end_s)
+                ends, host_ends = slowed.layer_end_s, slowed.layer_end_host_s
+                for n, j in enumerate(where):
+                    found[n] = (ends[j][1], host_ends[j], *found[n][2:])
+            elif sigma and found:
                 free = 0.0
                 for offset, _, _, grad_s, _, issues in found:
                     if offset is None or not issues or not grad_s:
@@ -728,6 +771,10 @@ class Estimator:
                     overlap = min(free, timing.compute_end_s) - begin
                     if overlap > 0:
                         extra += sigma * overlap
+            if every_mb:
+                found.append(bucket(None, pending))
+                pending = 0.0
+            flushes.append(tuple(found))
             inside.append(extra)
         factor = len(shard) if stage >= 1 else 1
         step: tuple[Op, ...] = (optimizer_op(elements / factor, spec.training.optimizer),)
@@ -859,19 +906,32 @@ class Estimator:
             )
         return found
 
-    def _slot_timing(self, setup: _Setup, slot: Slot, chunks: list[Chunk]) -> ActionTiming:
+    def _slot_timing(
+        self,
+        setup: _Setup,
+        slot: Slot,
+        chunks: list[Chunk],
+        buckets: tuple[tuple[int, float], ...] = (),
+    ) -> ActionTiming:
         """Timing of a slot's chunk action on its rank, shared by all equal-timed ranks.
 
         Two ranks' actions of equal chunks time alike when every collective of the chunk
         takes as long on both ranks' groups: the key holds those times (the rank's
         *signature*), so stages of a pipeline and configurations of a search share timings.
+
+        With ``buckets`` ((layer by position in the chunk, seconds) of the gradient buckets
+        the action issues, in order), the walk issues them too and their interference slows
+        its compute (:func:`~simtrain.estimator.walk.walk`). A sampled chunk's samples issue
+        the buckets of its first layers (in the action's order) when every layer issues one
+        and all but the first alike (the samples then grow like the chunk); otherwise the
+        whole chunk is walked.
         """
         chunk = chunks[slot.chunk]
         reduces = slot.owns_grads or (setup.every_mb and slot.computes_grads)
         hooks = reduces and setup.hooks[slot.rank]
         models, groups = self._rank_signature(setup, slot.rank, slot.chunk, chunk)
         body = chunk.source.body(slot.body, chunk.probe)
-        key = (id(chunk.source), len(chunk.layers), chunk.base, body, hooks, models)
+        key = (id(chunk.source), len(chunk.layers), chunk.base, body, hooks, models, buckets)
         timing = self._timings.get(key)
         if timing is None:
             compute, network = setup.compute, setup.network
@@ -880,14 +940,19 @@ class Estimator:
                 return self._collective_s(network, op.comm, groups[op.axis], op.comm_bytes)
 
             def walker(plan: SegmentPlan) -> ActionTiming:
-                walk_key = (id(plan), models)  # plans are cached by their source: stable ids
+                named = _sample_buckets(plan, chunk, buckets) if buckets else ()
+                walk_key = (id(plan), models, named)  # plans are cached: stable ids
                 done = self._walks.get(walk_key)
                 if done is None:
                     times = self._segment_times(setup, compute, plan)
-                    done = self._walks[walk_key] = walk(plan, times, comm_s)
+                    done = self._walks[walk_key] = walk(plan, times, comm_s, named)
                 return done
 
-            timing = self._timings[key] = chunk.timing(body, hooks, walker)
+            if buckets and not (chunk.sampled and _every_layer(buckets, len(chunk.layers))):
+                timing = chunk.whole(body, hooks, walker)
+            else:
+                timing = chunk.timing(body, hooks, walker)
+            self._timings[key] = timing
         return timing
 
     def _signature(

@@ -158,7 +158,12 @@ class SegmentTimes:
         )
 
 
-def walk(plan: SegmentPlan, times: SegmentTimes, comm_s: Callable[[Op], float]) -> ActionTiming:
+def walk(
+    plan: SegmentPlan,
+    times: SegmentTimes,
+    comm_s: Callable[[Op], float],
+    buckets: tuple[tuple[int, float], ...] = (),
+) -> ActionTiming:
     """Time ``plan`` from its start (see the module docstring).
 
     Args:
@@ -170,6 +175,10 @@ def walk(plan: SegmentPlan, times: SegmentTimes, comm_s: Callable[[Op], float]) 
             flight (a collective of the action overlaps only the compute tasks after the
             one that issues it).
         comm_s: seconds of a collective op on this rank's group for the op's axis.
+        buckets: (layer, seconds) of the gradient buckets the action issues, in order: each
+            goes on the gradient stream once the last compute task holding its layer has
+            ended, and slows the compute after it like a collective of the plan (the
+            buckets' own times are not part of the result's ``comm_s``).
     """
     end_a, end_b = 0.0, NO_HOST  # compute stream free: max(end_a, x + end_b)
     busy = 0.0
@@ -183,6 +192,13 @@ def walk(plan: SegmentPlan, times: SegmentTimes, comm_s: Callable[[Op], float]) 
     compute_s, host_s, contended_s = times.compute_s, times.host_s, times.contended_s
     pace = times.pace
     segments = plan.segments
+    issues: dict[int, list[float]] = {}  # compute position -> buckets issued at its end
+    grad_a, grad_b = 0.0, NO_HOST  # the gradient stream free
+    if buckets and contended_s is not None:
+        last = {layer: p for p, seg in enumerate(segments) for layer in seg.layers}
+        for layer, seconds in buckets:
+            if seconds > 0:
+                issues.setdefault(last[layer], []).append(seconds)
     for position, seg in enumerate(segments):
         if seg.is_comm:
             op = seg.ops[0]
@@ -233,6 +249,10 @@ def walk(plan: SegmentPlan, times: SegmentTimes, comm_s: Callable[[Op], float]) 
         end_a, end_b = start_a + duration + extra_a, start_b + duration + extra_b
         for layer in seg.layers:  # first-appearance order, as the builder's gradient hooks
             layer_end[layer] = (end_a, end_b)
+        for seconds in issues.get(position, ()):
+            begin_a, begin_b = max(end_a, grad_a), max(end_b, grad_b)
+            grad_a, grad_b = begin_a + seconds, begin_b + seconds
+            flights.append((begin_a, grad_a, begin_b, grad_b))
     tail_a, tail_b = end_a, end_b
     for p in plan.trailing:
         tail_a, tail_b = max(tail_a, issued[p][0]), max(tail_b, issued[p][1])
