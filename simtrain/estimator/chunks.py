@@ -219,16 +219,20 @@ class Chunk:
 
     def timing(self, body: str, hooks: bool, walker: Walker) -> ActionTiming:
         """Timing of one action of the whole chunk (see the module docstring)."""
-        if not self.sampled:
+        timing = self.extrapolated(body, hooks, walker)
+        if timing is None:  # not sampled, or not linear in its layers: walk the whole chunk
             return self.whole(body, hooks, walker)
+        return timing
+
+    def extrapolated(self, body: str, hooks: bool, walker: Walker) -> ActionTiming | None:
+        """The timing grown from the samples' walks; None unless sampled and linear."""
+        if not self.sampled:
+            return None
         ta, tb, tc = (
             walker(self.source.plan(body, hooks, range(self.base, self.base + k)))
             for k in SAMPLE_LAYERS
         )
-        timing = _extrapolate(ta, tb, tc, self, hooks)
-        if timing is None:  # not linear in its layers: walk the whole chunk
-            return self.whole(body, hooks, walker)
-        return timing
+        return _extrapolate(ta, tb, tc, self, hooks)
 
 
 def _close(a: float, b: float) -> bool:
@@ -264,6 +268,9 @@ def _extrapolate(
     exact = series[:3] + series[6:]
     if not all(_close(b - a, c - b) for a, b, c in exact):
         return None
+    trailing = _grown_trailing(ta.trailing_s, tb.trailing_s, tc.trailing_s, len(chunk.layers))
+    if trailing is None:
+        return None  # the buckets left in flight at its end are not like the chunk's
     extra = len(chunk.layers) - SAMPLE_LAYERS[-1]
 
     def grow(three: tuple[float, float, float]) -> float:
@@ -297,7 +304,31 @@ def _extrapolate(
         host_s=grow(series[5]),
         starts_with_comm=tc.starts_with_comm,
         contended_busy_s=grow(series[6]),
+        trailing_s=trailing,
     )
+
+
+def _grown_trailing(
+    ta: tuple[tuple[float, float], ...],
+    tb: tuple[tuple[float, float], ...],
+    tc: tuple[tuple[float, float], ...],
+    size: int,
+) -> tuple[tuple[float, float], ...] | None:
+    """The gradient buckets in flight at the end of a chunk of ``size`` layers, or None.
+
+    The same buckets in every sample, each (start, end) linear in the layers (a backlog on
+    the gradient stream grows by the same amount per layer), grown like the other times.
+    """
+    if not len(ta) == len(tb) == len(tc):
+        return None
+    extra = size - SAMPLE_LAYERS[-1]
+    grown = []
+    for fa, fb, fc in zip(ta, tb, tc, strict=True):
+        for a, b, c in zip(fa, fb, fc, strict=True):
+            if not _close(b - a, c - b):
+                return None
+        grown.append((fc[0] + extra * (fc[0] - fb[0]), fc[1] + extra * (fc[1] - fb[1])))
+    return tuple(grown)
 
 
 def _layer_ends(
