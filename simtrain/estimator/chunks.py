@@ -224,15 +224,24 @@ class Chunk:
             return self.whole(body, hooks, walker)
         return timing
 
-    def extrapolated(self, body: str, hooks: bool, walker: Walker) -> ActionTiming | None:
-        """The timing grown from the samples' walks; None unless sampled and linear."""
+    def extrapolated(
+        self, body: str, hooks: bool, walker: Walker, exact: bool = True
+    ) -> ActionTiming | None:
+        """The timing grown from the samples' walks; None unless sampled and linear.
+
+        Not ``exact``: grown from the two widest samples without the check (a transient of
+        the first layer, such as a long first gradient bucket, is then carried along
+        instead of forcing a walk of the whole chunk).
+        """
         if not self.sampled:
             return None
-        ta, tb, tc = (
-            walker(self.source.plan(body, hooks, range(self.base, self.base + k)))
-            for k in SAMPLE_LAYERS
-        )
-        return _extrapolate(ta, tb, tc, self, hooks)
+        widths = SAMPLE_LAYERS if exact else SAMPLE_LAYERS[1:]
+        walked = [
+            walker(self.source.plan(body, hooks, range(self.base, self.base + k))) for k in widths
+        ]
+        if not exact:
+            walked.insert(0, walked[0])
+        return _extrapolate(*walked, self, hooks, exact)
 
 
 def _close(a: float, b: float) -> bool:
@@ -240,7 +249,12 @@ def _close(a: float, b: float) -> bool:
 
 
 def _extrapolate(
-    ta: ActionTiming, tb: ActionTiming, tc: ActionTiming, chunk: Chunk, hooks: bool
+    ta: ActionTiming,
+    tb: ActionTiming,
+    tc: ActionTiming,
+    chunk: Chunk,
+    hooks: bool,
+    exact: bool = True,
 ) -> ActionTiming | None:
     """The 3-layer timing grown to the chunk's layers, or None if the samples are not linear.
 
@@ -265,10 +279,12 @@ def _extrapolate(
     # the action, each linear in the layers, so their increments only grow with the layers,
     # and they bend where the host and the device trade the lead (and by a collective's
     # issue at the samples' ends); they are extrapolated from their last increment.
-    exact = series[:3] + series[6:]
-    if not all(_close(b - a, c - b) for a, b, c in exact):
+    checked = series[:3] + series[6:]
+    if exact and not all(_close(b - a, c - b) for a, b, c in checked):
         return None
-    trailing = _grown_trailing(ta.trailing_s, tb.trailing_s, tc.trailing_s, len(chunk.layers))
+    trailing = _grown_trailing(
+        ta.trailing_s, tb.trailing_s, tc.trailing_s, len(chunk.layers), exact
+    )
     if trailing is None:
         return None  # the buckets left in flight at its end are not like the chunk's
     extra = len(chunk.layers) - SAMPLE_LAYERS[-1]
@@ -313,11 +329,13 @@ def _grown_trailing(
     tb: tuple[tuple[float, float], ...],
     tc: tuple[tuple[float, float], ...],
     size: int,
+    exact: bool = True,
 ) -> tuple[tuple[float, float], ...] | None:
     """The gradient buckets in flight at the end of a chunk of ``size`` layers, or None.
 
     The same buckets in every sample, each (start, end) linear in the layers (a backlog on
-    the gradient stream grows by the same amount per layer), grown like the other times.
+    the gradient stream grows by the same amount per layer), grown like the other times
+    (not ``exact``: from the last two samples, unchecked).
     """
     if not len(ta) == len(tb) == len(tc):
         return None
@@ -325,7 +343,7 @@ def _grown_trailing(
     grown = []
     for fa, fb, fc in zip(ta, tb, tc, strict=True):
         for a, b, c in zip(fa, fb, fc, strict=True):
-            if not _close(b - a, c - b):
+            if exact and not _close(b - a, c - b):
                 return None
         grown.append((fc[0] + extra * (fc[0] - fb[0]), fc[1] + extra * (fc[1] - fb[1])))
     return tuple(grown)

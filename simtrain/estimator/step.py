@@ -34,7 +34,7 @@ from simtrain.catalog.frameworks import get_framework
 from simtrain.engine.host import collective_issue_s, readiness
 from simtrain.engine.variability import median_slowest_factor
 from simtrain.errors import SpecError
-from simtrain.estimator.chunks import BODIES, Chunk, ChunkSource, chunk_base
+from simtrain.estimator.chunks import BODIES, SAMPLE_LAYERS, Chunk, ChunkSource, chunk_base
 from simtrain.estimator.pairs import (
     PairTiming,
     chain_steps,
@@ -1041,8 +1041,19 @@ class Estimator:
             timing = chunk.whole(body, hooks, walker)
         elif buckets and not _every_layer(buckets, len(chunk.layers)):
             timing = None
-        else:
-            timing = chunk.extrapolated(body, hooks, walker)
+        elif buckets:
+            timing = chunk.extrapolated(body, hooks, walker, exact=False)
+        else:  # collectives in flight at its start: they delay a sample as they delay it
+            plain = self._timing(setup, slot, chunks)
+            assert plain is not None
+            probe = chunk.source.plan(body, hooks, range(chunk.base, chunk.base + SAMPLE_LAYERS[1]))
+            base_key = (id(probe), models, (), ())
+            base = self._walks.get(base_key)
+            if base is None:
+                times = self._segment_times(setup, compute, probe)
+                base = self._walks[base_key] = walk(probe, times, comm_s)
+            delay = walker(probe).compute_end_s - base.compute_end_s
+            timing = replace(plain, compute_end_s=plain.compute_end_s + delay)
         self._timings[key] = timing
         return timing
 
