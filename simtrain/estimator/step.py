@@ -1007,9 +1007,10 @@ class Estimator:
         its compute (:func:`~simtrain.estimator.walk.walk`); with ``incoming`` ((start, end)
         of collectives in flight at its start), they slow its compute too. A sampled chunk's
         samples issue the buckets of its first layers (in the action's order) when every
-        layer issues one and all but the first alike; when that does not hold or the samples
-        do not grow linearly, None (the caller prices the interference without a walk: a
-        sampled chunk is long, and walking it whole per bucket size would cost a search).
+        layer issues one and all but the first alike, grown from the two widest samples
+        (:meth:`~simtrain.estimator.chunks.Chunk.extrapolated`); otherwise the whole chunk
+        is walked. None when the samples' buckets in flight at the end do not match (the
+        caller then prices the interference without a walk).
         """
         chunk = chunks[slot.chunk]
         reduces = slot.owns_grads or (setup.every_mb and slot.computes_grads)
@@ -1037,10 +1038,8 @@ class Estimator:
         timing: ActionTiming | None
         if not (buckets or incoming):
             timing = chunk.timing(body, hooks, walker)
-        elif not chunk.sampled:
-            timing = chunk.whole(body, hooks, walker)
-        elif buckets and not _every_layer(buckets, len(chunk.layers)):
-            timing = None
+        elif not chunk.sampled or (buckets and not _every_layer(buckets, len(chunk.layers))):
+            timing = chunk.whole(body, hooks, walker)  # the samples cannot carry its buckets
         elif buckets:
             timing = chunk.extrapolated(body, hooks, walker, exact=False)
         else:  # collectives in flight at its start: they delay a sample as they delay it
