@@ -205,7 +205,7 @@ class Chunk:
         width = SAMPLE_LAYERS[-1] if self.sampled else len(self.layers)
         return range(self.base, self.base + width)
 
-    def _whole(self, body: str, hooks: bool, walker: Walker) -> ActionTiming:
+    def whole(self, body: str, hooks: bool, walker: Walker) -> ActionTiming:
         """Walk the whole chunk (built from ``base``), its layers named by position."""
         whole = range(self.base, self.base + len(self.layers))
         timing = walker(self.source.plan(body, hooks, whole))
@@ -219,16 +219,29 @@ class Chunk:
 
     def timing(self, body: str, hooks: bool, walker: Walker) -> ActionTiming:
         """Timing of one action of the whole chunk (see the module docstring)."""
-        if not self.sampled:
-            return self._whole(body, hooks, walker)
-        ta, tb, tc = (
-            walker(self.source.plan(body, hooks, range(self.base, self.base + k)))
-            for k in SAMPLE_LAYERS
-        )
-        timing = _extrapolate(ta, tb, tc, self, hooks)
-        if timing is None:  # not linear in its layers: walk the whole chunk
-            return self._whole(body, hooks, walker)
+        timing = self.extrapolated(body, hooks, walker)
+        if timing is None:  # not sampled, or not linear in its layers: walk the whole chunk
+            return self.whole(body, hooks, walker)
         return timing
+
+    def extrapolated(
+        self, body: str, hooks: bool, walker: Walker, exact: bool = True
+    ) -> ActionTiming | None:
+        """The timing grown from the samples' walks; None unless sampled and linear.
+
+        Not ``exact``: grown from the two widest samples without the check (a transient of
+        the first layer, such as a long first gradient bucket, is then carried along
+        instead of forcing a walk of the whole chunk).
+        """
+        if not self.sampled:
+            return None
+        widths = SAMPLE_LAYERS if exact else SAMPLE_LAYERS[1:]
+        walked = [
+            walker(self.source.plan(body, hooks, range(self.base, self.base + k))) for k in widths
+        ]
+        if not exact:
+            walked.insert(0, walked[0])
+        return _extrapolate(*walked, self, hooks, exact)
 
 
 def _close(a: float, b: float) -> bool:
@@ -236,7 +249,12 @@ def _close(a: float, b: float) -> bool:
 
 
 def _extrapolate(
-    ta: ActionTiming, tb: ActionTiming, tc: ActionTiming, chunk: Chunk, hooks: bool
+    ta: ActionTiming,
+    tb: ActionTiming,
+    tc: ActionTiming,
+    chunk: Chunk,
+    hooks: bool,
+    exact: bool = True,
 ) -> ActionTiming | None:
     """The 3-layer timing grown to the chunk's layers, or None if the samples are not linear.
 
@@ -261,9 +279,14 @@ def _extrapolate(
     # the action, each linear in the layers, so their increments only grow with the layers,
     # and they bend where the host and the device trade the lead (and by a collective's
     # issue at the samples' ends); they are extrapolated from their last increment.
-    exact = series[:3] + series[6:]
-    if not all(_close(b - a, c - b) for a, b, c in exact):
+    checked = series[:3] + series[6:]
+    if exact and not all(_close(b - a, c - b) for a, b, c in checked):
         return None
+    trailing = _grown_trailing(
+        ta.trailing_s, tb.trailing_s, tc.trailing_s, len(chunk.layers), exact
+    )
+    if trailing is None:
+        return None  # the buckets left in flight at its end are not like the chunk's
     extra = len(chunk.layers) - SAMPLE_LAYERS[-1]
 
     def grow(three: tuple[float, float, float]) -> float:
@@ -297,7 +320,33 @@ def _extrapolate(
         host_s=grow(series[5]),
         starts_with_comm=tc.starts_with_comm,
         contended_busy_s=grow(series[6]),
+        trailing_s=trailing,
     )
+
+
+def _grown_trailing(
+    ta: tuple[tuple[float, float], ...],
+    tb: tuple[tuple[float, float], ...],
+    tc: tuple[tuple[float, float], ...],
+    size: int,
+    exact: bool = True,
+) -> tuple[tuple[float, float], ...] | None:
+    """The gradient buckets in flight at the end of a chunk of ``size`` layers, or None.
+
+    The same buckets in every sample, each (start, end) linear in the layers (a backlog on
+    the gradient stream grows by the same amount per layer), grown like the other times
+    (not ``exact``: from the last two samples, unchecked).
+    """
+    if not len(ta) == len(tb) == len(tc):
+        return None
+    extra = size - SAMPLE_LAYERS[-1]
+    grown = []
+    for fa, fb, fc in zip(ta, tb, tc, strict=True):
+        for a, b, c in zip(fa, fb, fc, strict=True):
+            if exact and not _close(b - a, c - b):
+                return None
+        grown.append((fc[0] + extra * (fc[0] - fb[0]), fc[1] + extra * (fc[1] - fb[1])))
+    return tuple(grown)
 
 
 def _layer_ends(

@@ -34,7 +34,7 @@ from simtrain.catalog.frameworks import get_framework
 from simtrain.engine.host import collective_issue_s, readiness
 from simtrain.engine.variability import median_slowest_factor
 from simtrain.errors import SpecError
-from simtrain.estimator.chunks import BODIES, Chunk, ChunkSource, chunk_base
+from simtrain.estimator.chunks import BODIES, SAMPLE_LAYERS, Chunk, ChunkSource, chunk_base
 from simtrain.estimator.pairs import (
     PairTiming,
     chain_steps,
@@ -152,6 +152,10 @@ class _Gradients:
             :meth:`finish` prices the rest of their flight (empty: none).
         positions: the reducing actions' positions among the rank's actions that compute
             weight gradients (in program order: the positions of their marks).
+        trailing: per reducing action, the compute seconds its buckets still in flight at
+            its end add to the rank's next action (walked: ``Estimator._trailing``; the
+            chain holds that action back by as much); -1 where :meth:`finish` prices them
+            (empty: everywhere).
     """
 
     actions: tuple[tuple[Flush, ...], ...]
@@ -162,6 +166,7 @@ class _Gradients:
     slowdowns: tuple[float, ...] = ()
     inside: tuple[float, ...] = ()
     positions: tuple[int, ...] = ()
+    trailing: tuple[float, ...] = ()
 
     def finish(
         self,
@@ -186,7 +191,9 @@ class _Gradients:
         issued = False
         slowed = 0.0  # compute seconds added by the buckets' interference
 
-        def flush(bucket: Flush, after: float, last_compute: float, sigma: float) -> None:
+        def flush(
+            bucket: Flush, after: float, last_compute: float, sigma: float, walked: bool = False
+        ) -> None:
             nonlocal grad_free, replica_free, reduced, issued, slowed
             _, _, _, grad_s, replica_s, issues = bucket
             if not issues:
@@ -195,7 +202,7 @@ class _Gradients:
             if grad_s:
                 begin = max(after, grad_free, last_compute)  # its own action: priced inside
                 end = grad_free = max(after, grad_free) + grad_s
-                if sigma and compute_free > begin < end:
+                if sigma and not walked and compute_free > begin < end:
                     slowed += sigma * (min(end, compute_free) - begin)
             if replica_s:  # not overlapped: after the backward, on a stream of its own
                 begin = max(end, last_compute, replica_free)
@@ -204,15 +211,16 @@ class _Gradients:
                     slowed += sigma * (min(end, compute_free) - begin)
             reduced, issued = max(reduced, end), True
 
-        slowdowns = self.slowdowns
+        slowdowns, trailing = self.slowdowns, self.trailing
         for n, i in enumerate(self.positions):
             start, end, x, y = marks[i]
             sigma = slowdowns[n] if slowdowns else 0.0
+            walked = bool(trailing) and trailing[n] >= 0  # priced in the chain
             for bucket in self.actions[n]:
                 offset, host, received = bucket[0], bucket[1], bucket[2]
                 if offset is not None:
                     offset = max(offset, x + host, y + received)
-                flush(bucket, end if offset is None else start + offset, end, sigma)
+                flush(bucket, end if offset is None else start + offset, end, sigma, walked)
         flush(self.tail, compute_free, compute_free, 0.0)
         compute_free += slowed
         ready = max(compute_free, hold)
@@ -377,6 +385,35 @@ def _chain_actions(
     return compute_free, hold, pp_free, marks, host_free
 
 
+def _every_layer(buckets: tuple[tuple[int, float], ...], num_layers: int) -> bool:
+    """Every transformer layer issues one bucket, all but the first alike (see ``_timing``)."""
+    layered = [seconds for layer, seconds in buckets if 0 <= layer < num_layers]
+    placed = {layer for layer, _ in buckets if 0 <= layer < num_layers}
+    return len(layered) == len(placed) == num_layers and len(set(layered[1:])) <= 1
+
+
+def _sample_buckets(
+    order: tuple[int, ...], chunk: Chunk, buckets: tuple[tuple[int, float], ...]
+) -> tuple[tuple[int, float], ...]:
+    """A chunk's buckets (layers by position) named as in a plan holding ``order``.
+
+    ``order``: the chunk's transformer layers the plan holds, in order of appearance (the
+    whole chunk's, or a sample's). A sample's layers issue the buckets of the chunk's first
+    layers in the action's order; the embedding and the head keep theirs.
+    """
+    size, base = len(chunk.layers), chunk.base
+    if len(order) == size:  # the whole chunk
+        return tuple((layer + base if 0 <= layer < size else layer, s) for layer, s in buckets)
+    named, n = [], 0
+    for layer, seconds in buckets:
+        if not 0 <= layer < size:
+            named.append((layer, seconds))
+        elif n < len(order):
+            named.append((order[n], seconds))
+            n += 1
+    return tuple(named)
+
+
 def issues_from_host(compute: Any) -> bool:
     """Whether issuing kernels costs the host anything (the engine's rule for a host stream)."""
     cost = getattr(compute, "host", None)
@@ -405,8 +442,14 @@ class Estimator:
     _groups: dict[tuple[Any, ...], tuple[int, ...]] = field(default_factory=dict)
     _sources: dict[tuple[Any, ...], ChunkSource] = field(default_factory=dict)
     _layer_ops: dict[str, LayerCache] = field(default_factory=dict)
-    _timings: dict[tuple[Any, ...], ActionTiming] = field(default_factory=dict)
+    _timings: dict[tuple[Any, ...], ActionTiming | None] = field(default_factory=dict)
     _walks: dict[tuple[Any, ...], ActionTiming] = field(default_factory=dict)
+    _follow: dict[tuple[Any, ...], tuple[tuple[Slot | PairSlot | None, ...], ...]] = field(
+        default_factory=dict
+    )
+    _layer_orders: dict[tuple[int, int, int], tuple[SegmentPlan, tuple[int, ...]]] = field(
+        default_factory=dict
+    )
     _plan_times: dict[tuple[int, int], tuple[SegmentPlan, SegmentTimes]] = field(
         default_factory=dict
     )
@@ -576,31 +619,42 @@ class Estimator:
         """Run the compiled schedule: returns the step and per-rank busy and waited time.
 
         The gradient buckets an action issues slow its own remaining compute (interference):
-        that is added to the action's times before chaining (:attr:`_Gradients.inside`).
+        that is added to the action's times before chaining (:attr:`_Gradients.inside`); the
+        rank's next action starts no earlier than the slowdown the buckets still in flight
+        at the end add to it (:attr:`_Gradients.trailing`), so that a wait for a transfer
+        there absorbs it as in the engine.
         """
         num = len(setup.ranks)
         all_grads = []
         inside: dict[Slot, float] = {}
+        trail: dict[Slot, float] = {}
         for r in range(num):
             key = (shape.key, r, setup.grad_key)  # the shape's key determines its actions
             grads = setup.context.grads.get(key)
             if grads is None:
-                grads = setup.context.grads[key] = self._grads(setup, r, shape.grad_actions[r])
+                grads = setup.context.grads[key] = self._grads(
+                    setup, r, shape.grad_actions[r], self._following(shape, r)
+                )
             all_grads.append(grads)
             for i, extra in zip(grads.positions, grads.inside, strict=False):
                 if extra:
                     inside[shape.grad_actions[r][i]] = extra
-        if inside:
+            for i, extra in zip(grads.positions, grads.trailing, strict=False):
+                slot = shape.grad_actions[r][i]
+                if extra > trail.get(slot, 0.0):
+                    trail[slot] = extra
+        if inside or trail:
             table = list(table)
             for k, slot in enumerate(shape.slots):
-                extra = inside.get(slot)
-                if extra:
+                extra, later = inside.get(slot, 0.0), trail.get(slot, 0.0)
+                if extra and isinstance(slot, PairSlot):
                     row = table[k]
-                    if isinstance(slot, PairSlot):
-                        table[k] = (*slowed_row(row[:7], extra), row[7])  # type: ignore[arg-type]
-                        continue
-                    table[k] = (row[0] + extra, row[1] + extra, row[2], row[3] + extra,
-                                row[4] + extra, *row[5:])  # fmt: skip
+                    table[k] = (*slowed_row(row[:7], extra), row[7])  # type: ignore[arg-type]
+                elif extra or later:
+                    a, b, hop, ha, hb, *rest = table[k]
+                    a, ha = a + extra, ha + extra
+                    b, hb = max(b + extra, a + later), max(hb + extra, ha + later)
+                    table[k] = (a, b, hop, ha, hb, *rest)
         rules = (setup.sync_on_p2p, setup.blocking_sends)
         key = (shape.key, rules, tuple(row[:7] for row in table))
         chained = self._chains.get(key)
@@ -631,7 +685,13 @@ class Estimator:
             step = max(step, last)
         return step, busy, waited
 
-    def _grads(self, setup: _Setup, r: int, actions: tuple[Slot, ...]) -> _Gradients:
+    def _grads(
+        self,
+        setup: _Setup,
+        r: int,
+        actions: tuple[Slot, ...],
+        following: tuple[Slot | PairSlot | None, ...] = (),
+    ) -> _Gradients:
         """The rank's gradient buckets, optimizer and parameter gather (see :class:`_Gradients`).
 
         The builder's reducer, replayed on sizes: an action *reduces* if it owns its chunk's
@@ -644,6 +704,11 @@ class Estimator:
         bucket over the data-parallel group; ZeRO >= 1 reduce-scatters it over the shard
         group and, under hybrid sharding, all-reduces the shard across groups (on a stream
         of its own after the backward when that is not overlapped).
+
+        A reducing action's buckets slow its own compute after them (:attr:`_Gradients.inside`)
+        and, when still in flight at its end, the start of the rank's next action
+        (``following``: the action after each of ``actions``; :attr:`_Gradients.trailing`),
+        both walked by the engine's rule.
         """
         spec, p = setup.spec, setup.spec.parallel
         grad_bytes = GRAD_REDUCE_BYTES[spec.training.grad_reduce_dtype]
@@ -683,6 +748,7 @@ class Estimator:
         flushes: list[tuple[Flush, ...]] = []
         slowdowns: list[float] = []
         inside: list[float] = []
+        trailing: list[float] = []
         timings: dict[Slot, tuple[ActionTiming, float]] = {}
         pending, elements, fp8_elements = 0.0, 0, 0
         positions = (
@@ -704,21 +770,42 @@ class Estimator:
             timing, sigma = info
             slowdowns.append(sigma)
             found: list[Flush] = []
+            issued: list[tuple[int, float]] = []  # (layer, seconds) of its hooked buckets
+            where: list[int] = []  # index of each hooked bucket's layer in layer_end_s
             hooked = setup.hooks[r]
             recv_ends = getattr(timing, "layer_end_recv_s", None) or repeat(NO_HOST)
-            for (layer, layer_end), host_end, recv_end in zip(
-                timing.layer_end_s, timing.layer_end_host_s, recv_ends, strict=False
+            for j, ((layer, layer_end), host_end, recv_end) in enumerate(
+                zip(timing.layer_end_s, timing.layer_end_host_s, recv_ends, strict=False)
             ):
                 pending += per_layer.get(layer, 0) * grad_bytes
                 if hooked and pending >= bucket_bytes:
                     found.append(bucket((layer_end, host_end, recv_end), pending))
+                    where.append(j)
+                    if found[-1][5]:
+                        issued.append((layer, found[-1][3]))
                     pending = 0.0
-            if every_mb:
-                found.append(bucket(None, pending))
-                pending = 0.0
-            flushes.append(tuple(found))
-            extra = 0.0
-            if sigma and found:
+            extra, after = 0.0, -1.0  # -1: the buckets after its end priced in finish()
+            left: list[tuple[float, float]] | None = None  # walked: buckets in flight at its end
+            if sigma and not isinstance(slot, PairSlot):
+                if issued:
+                    # the action walked again with its buckets (engine rules); they issue
+                    # when their layers end in that walk
+                    slowed = self._timing(setup, slot, setup.context.chunks, tuple(issued))
+                    if slowed is not None:
+                        extra = max(0.0, slowed.compute_end_s - timing.compute_end_s)
+                        ends, host_ends = slowed.layer_end_s, slowed.layer_end_host_s
+                        for n, j in enumerate(where):
+                            found[n] = (ends[j][1], host_ends[j], *found[n][2:])
+                        left = list(slowed.trailing_s)
+                elif not found:
+                    left = []
+            if left is not None:
+                final = bucket(None, pending)[3] if every_mb and pending > 0 else 0.0
+                if final > 0 and len(group) > 1:  # flushed at its end, after the others
+                    begin = left[-1][1] if left else 0.0
+                    left.append((begin, begin + final))
+                after = self._trailing(setup, following, i, left)
+            elif sigma and found:
                 free = 0.0
                 for offset, _, _, grad_s, _, issues in found:
                     if offset is None or not issues or not grad_s:
@@ -728,7 +815,12 @@ class Estimator:
                     overlap = min(free, timing.compute_end_s) - begin
                     if overlap > 0:
                         extra += sigma * overlap
+            if every_mb:
+                found.append(bucket(None, pending))
+                pending = 0.0
+            flushes.append(tuple(found))
             inside.append(extra)
+            trailing.append(after)
         factor = len(shard) if stage >= 1 else 1
         step: tuple[Op, ...] = (optimizer_op(elements / factor, spec.training.optimizer),)
         if fp8_elements:  # the FP8 weight copies are refreshed once per step
@@ -753,7 +845,37 @@ class Estimator:
             optimizer_host_s=optimizer_host_s,
             slowdowns=tuple(slowdowns) if any(slowdowns) else (),
             inside=tuple(inside) if any(inside) else (),
+            trailing=tuple(trailing) if any(x >= 0 for x in trailing) else (),
         )
+
+    def _trailing(
+        self,
+        setup: _Setup,
+        following: tuple[Slot | PairSlot | None, ...],
+        i: int,
+        left: list[tuple[float, float]],
+    ) -> float:
+        """Compute seconds the buckets ``left`` in flight by action ``i`` add to the next.
+
+        The rank's next action is walked with them in flight from its start (it starts as
+        the reducing action ends); 0 when nothing follows on the rank; -1 (priced in
+        :meth:`_Gradients.finish`) when a paired step follows or the order is unknown.
+        """
+        if not left:
+            return 0.0
+        if i >= len(following):
+            return -1.0
+        nxt = following[i]
+        if nxt is None:
+            return 0.0
+        if isinstance(nxt, PairSlot):
+            return -1.0
+        chunks = setup.context.chunks
+        base = setup.context.slots[nxt][-1]
+        slowed = self._timing(setup, nxt, chunks, incoming=tuple(left))
+        if slowed is None:
+            return -1.0
+        return max(0.0, slowed.compute_end_s - base.compute_end_s)
 
     # --- slots: one kind of action's timing ---------------------------------------------
 
@@ -866,29 +988,107 @@ class Estimator:
         takes as long on both ranks' groups: the key holds those times (the rank's
         *signature*), so stages of a pipeline and configurations of a search share timings.
         """
+        timing = self._timing(setup, slot, chunks)
+        assert timing is not None  # walked whole when the samples do not tell
+        return timing
+
+    def _timing(
+        self,
+        setup: _Setup,
+        slot: Slot,
+        chunks: list[Chunk],
+        buckets: tuple[tuple[int, float], ...] = (),
+        incoming: tuple[tuple[float, float], ...] = (),
+    ) -> ActionTiming | None:
+        """:meth:`_slot_timing`, optionally with interference from gradient buckets.
+
+        With ``buckets`` ((layer by position in the chunk, seconds) of the gradient buckets
+        the action issues, in order), the walk issues them too and their interference slows
+        its compute (:func:`~simtrain.estimator.walk.walk`); with ``incoming`` ((start, end)
+        of collectives in flight at its start), they slow its compute too. A sampled chunk's
+        samples issue the buckets of its first layers (in the action's order) when every
+        layer issues one and all but the first alike, grown from the two widest samples
+        (:meth:`~simtrain.estimator.chunks.Chunk.extrapolated`); otherwise the whole chunk
+        is walked. None when the samples' buckets in flight at the end do not match (the
+        caller then prices the interference without a walk).
+        """
         chunk = chunks[slot.chunk]
         reduces = slot.owns_grads or (setup.every_mb and slot.computes_grads)
         hooks = reduces and setup.hooks[slot.rank]
         models, groups = self._rank_signature(setup, slot.rank, slot.chunk, chunk)
         body = chunk.source.body(slot.body, chunk.probe)
-        key = (id(chunk.source), len(chunk.layers), chunk.base, body, hooks, models)
-        timing = self._timings.get(key)
-        if timing is None:
-            compute, network = setup.compute, setup.network
+        key = (id(chunk.source), len(chunk.layers), chunk.base, body, hooks, models, buckets,
+               incoming)  # fmt: skip
+        if key in self._timings:
+            return self._timings[key]
+        compute, network = setup.compute, setup.network
 
-            def comm_s(op: Op) -> float:
-                return self._collective_s(network, op.comm, groups[op.axis], op.comm_bytes)
+        def comm_s(op: Op) -> float:
+            return self._collective_s(network, op.comm, groups[op.axis], op.comm_bytes)
 
-            def walker(plan: SegmentPlan) -> ActionTiming:
-                walk_key = (id(plan), models)  # plans are cached by their source: stable ids
-                done = self._walks.get(walk_key)
-                if done is None:
-                    times = self._segment_times(setup, compute, plan)
-                    done = self._walks[walk_key] = walk(plan, times, comm_s)
-                return done
+        def walker(plan: SegmentPlan) -> ActionTiming:
+            named = _sample_buckets(self._order(plan, chunk), chunk, buckets) if buckets else ()
+            walk_key = (id(plan), models, named, incoming)  # plans are cached: stable ids
+            done = self._walks.get(walk_key)
+            if done is None:
+                times = self._segment_times(setup, compute, plan)
+                done = self._walks[walk_key] = walk(plan, times, comm_s, named, incoming)
+            return done
 
-            timing = self._timings[key] = chunk.timing(body, hooks, walker)
+        timing: ActionTiming | None
+        if not (buckets or incoming):
+            timing = chunk.timing(body, hooks, walker)
+        elif not chunk.sampled or (buckets and not _every_layer(buckets, len(chunk.layers))):
+            timing = chunk.whole(body, hooks, walker)  # the samples cannot carry its buckets
+        elif buckets:
+            timing = chunk.extrapolated(body, hooks, walker, exact=False)
+        else:  # collectives in flight at its start: they delay a sample as they delay it
+            plain = self._timing(setup, slot, chunks)
+            assert plain is not None
+            probe = chunk.source.plan(body, hooks, range(chunk.base, chunk.base + SAMPLE_LAYERS[1]))
+            base_key = (id(probe), models, (), ())
+            base = self._walks.get(base_key)
+            if base is None:
+                times = self._segment_times(setup, compute, probe)
+                base = self._walks[base_key] = walk(probe, times, comm_s)
+            delay = walker(probe).compute_end_s - base.compute_end_s
+            timing = replace(plain, compute_end_s=plain.compute_end_s + delay)
+        self._timings[key] = timing
         return timing
+
+    def _following(self, shape: ScheduleShape, r: int) -> tuple[Slot | PairSlot | None, ...]:
+        """Per action of rank ``r`` computing weight gradients, the rank's next action.
+
+        None where it is the rank's last; empty if the orders disagree. Cached per shape.
+        """
+        found = self._follow.get(shape.key)
+        if found is None:
+            own: list[list[Slot | PairSlot]] = [[] for _ in shape.grad_actions]
+            for rank, k in zip(shape.rank, shape.slot, strict=True):
+                own[rank].append(shape.slots[k])
+            found = self._follow[shape.key] = tuple(
+                tuple(
+                    seq[j + 1] if j + 1 < len(seq) else None
+                    for j, slot in enumerate(seq)
+                    if slot.computes_grads
+                )
+                for seq in own
+            )
+        following = found[r]
+        return following if len(following) == len(shape.grad_actions[r]) else ()
+
+    def _order(self, plan: SegmentPlan, chunk: Chunk) -> tuple[int, ...]:
+        """The chunk's transformer layers held by ``plan``, in order of appearance (cached)."""
+        size, base = len(chunk.layers), chunk.base
+        key = (id(plan), base, size)  # plans are cached by their source: stable ids
+        found = self._layer_orders.get(key)
+        if found is None or found[0] is not plan:
+            held = range(base, base + size)
+            order = dict.fromkeys(
+                layer for seg in plan.segments for layer in seg.layers if layer in held
+            )
+            found = self._layer_orders[key] = (plan, tuple(order))
+        return found[1]
 
     def _signature(
         self, setup: _Setup, rank: int, chunk: Chunk

@@ -73,6 +73,8 @@ class ActionTiming:
         contended_busy_s: what ``busy_s`` would be if a collective held part of the device
             throughout (the interference of collectives outside the action is priced from
             it: :meth:`slowdown`).
+        trailing_s: (start, end) of its gradient buckets still in flight when its last
+            compute task ends, relative to that end (walked with ``buckets``).
     """
 
     compute_end_s: float
@@ -86,6 +88,7 @@ class ActionTiming:
     host_s: float = 0.0
     starts_with_comm: bool = False
     contended_busy_s: float = 0.0
+    trailing_s: tuple[tuple[float, float], ...] = ()
 
     @property
     def slowdown(self) -> float:
@@ -158,7 +161,13 @@ class SegmentTimes:
         )
 
 
-def walk(plan: SegmentPlan, times: SegmentTimes, comm_s: Callable[[Op], float]) -> ActionTiming:
+def walk(
+    plan: SegmentPlan,
+    times: SegmentTimes,
+    comm_s: Callable[[Op], float],
+    buckets: tuple[tuple[int, float], ...] = (),
+    incoming: tuple[tuple[float, float], ...] = (),
+) -> ActionTiming:
     """Time ``plan`` from its start (see the module docstring).
 
     Args:
@@ -170,6 +179,13 @@ def walk(plan: SegmentPlan, times: SegmentTimes, comm_s: Callable[[Op], float]) 
             flight (a collective of the action overlaps only the compute tasks after the
             one that issues it).
         comm_s: seconds of a collective op on this rank's group for the op's axis.
+        buckets: (layer, seconds) of the gradient buckets the action issues, in order: each
+            goes on the gradient stream once the last compute task holding its layer has
+            ended, and slows the compute after it like a collective of the plan (the
+            buckets' own times are not part of the result's ``comm_s``).
+        incoming: (start, end) of collectives in flight when the action starts (the
+            buckets its predecessor left on the gradient stream): they slow its compute
+            like its own.
     """
     end_a, end_b = 0.0, NO_HOST  # compute stream free: max(end_a, x + end_b)
     busy = 0.0
@@ -183,6 +199,16 @@ def walk(plan: SegmentPlan, times: SegmentTimes, comm_s: Callable[[Op], float]) 
     compute_s, host_s, contended_s = times.compute_s, times.host_s, times.contended_s
     pace = times.pace
     segments = plan.segments
+    issues: dict[int, list[float]] = {}  # compute position -> buckets issued at its end
+    grad_a, grad_b = 0.0, NO_HOST  # the gradient stream free
+    grad_flights: list[tuple[float, float]] = []
+    if contended_s is not None:
+        flights.extend((begin, end, begin, end) for begin, end in incoming)
+    if buckets and contended_s is not None:
+        last = {layer: p for p, seg in enumerate(segments) for layer in seg.layers}
+        for layer, seconds in buckets:
+            if seconds > 0:
+                issues.setdefault(last[layer], []).append(seconds)
     for position, seg in enumerate(segments):
         if seg.is_comm:
             op = seg.ops[0]
@@ -233,6 +259,11 @@ def walk(plan: SegmentPlan, times: SegmentTimes, comm_s: Callable[[Op], float]) 
         end_a, end_b = start_a + duration + extra_a, start_b + duration + extra_b
         for layer in seg.layers:  # first-appearance order, as the builder's gradient hooks
             layer_end[layer] = (end_a, end_b)
+        for seconds in issues.get(position, ()):
+            begin_a, begin_b = max(end_a, grad_a), max(end_b, grad_b)
+            grad_a, grad_b = begin_a + seconds, begin_b + seconds
+            flights.append((begin_a, grad_a, begin_b, grad_b))
+            grad_flights.append((begin_a, grad_a))
     tail_a, tail_b = end_a, end_b
     for p in plan.trailing:
         tail_a, tail_b = max(tail_a, issued[p][0]), max(tail_b, issued[p][1])
@@ -248,4 +279,7 @@ def walk(plan: SegmentPlan, times: SegmentTimes, comm_s: Callable[[Op], float]) 
         host_s=host_clock,
         starts_with_comm=bool(segments) and segments[0].is_comm,
         contended_busy_s=contended_total if contended_s is not None else busy,
+        trailing_s=tuple(
+            (max(0.0, begin - end_a), end - end_a) for begin, end in grad_flights if end > end_a
+        ),
     )
