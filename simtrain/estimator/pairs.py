@@ -34,7 +34,7 @@ from typing import Any
 
 from simtrain.engine.host import readiness
 from simtrain.estimator.chunks import _close
-from simtrain.estimator.walk import NO_HOST, SegmentTimes
+from simtrain.estimator.walk import NO_HOST, SegmentTimes, slowdown
 from simtrain.parallel.segments import SegmentPlan
 from simtrain.workload.ops import Op
 
@@ -100,9 +100,7 @@ class PairTiming:
     @property
     def slowdown(self) -> float:
         """Extra compute seconds per second of overlap with a collective (0: none)."""
-        if self.busy_s <= 0 or self.contended_busy_s <= self.busy_s:
-            return 0.0
-        return self.contended_busy_s / self.busy_s - 1.0
+        return slowdown(self.busy_s, self.contended_busy_s)
 
     def at(self, x: float) -> tuple[float, float]:
         """(compute end, tail end) for a host starting at ``x``, gradients already there."""

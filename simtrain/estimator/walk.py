@@ -51,6 +51,16 @@ NO_HOST = -1e30
 """The host share ``b`` of a time the host never holds up (``x + b`` never wins the max)."""
 
 
+def slowdown(busy_s: float, contended_busy_s: float) -> float:
+    """Extra compute seconds per second of overlap with a collective (0: none).
+
+    From the compute's seconds alone and next to a collective.
+    """
+    if busy_s <= 0 or contended_busy_s <= busy_s:
+        return 0.0
+    return contended_busy_s / busy_s - 1.0
+
+
 @dataclass(frozen=True)
 class ActionTiming:
     """When the parts of one action end, relative to its start.
@@ -93,9 +103,7 @@ class ActionTiming:
     @property
     def slowdown(self) -> float:
         """Extra compute seconds per second of overlap with a collective (0: none)."""
-        if self.busy_s <= 0 or self.contended_busy_s <= self.busy_s:
-            return 0.0
-        return self.contended_busy_s / self.busy_s - 1.0
+        return slowdown(self.busy_s, self.contended_busy_s)
 
     def at(self, x: float) -> tuple[float, float]:
         """(compute end, tail end) when the host starts issuing the action at ``x``."""
