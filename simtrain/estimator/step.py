@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from itertools import repeat
 from typing import Any
@@ -122,6 +123,9 @@ for a flush at the action's end; the host's share of that offset (``max(a, x + b
 :mod:`simtrain.estimator.pairs`; ``NO_HOST`` otherwise); seconds on the gradient stream;
 seconds of the cross-group all-reduce when it runs on a stream of its own, else 0; whether
 it issues anything (1/0))."""
+
+_UNKNOWN = "unknown"
+"""The next action of a reducing action when the rank's orders disagree (``Estimator._grads``)."""
 
 FORWARDS = frozenset({"forward", "first_forward"})
 """Bodies of a forward action (its transfer leaves after its trailing collectives)."""
@@ -248,12 +252,15 @@ class _Context:
         slots: slot -> (compute end, tail end, transfer time, timing) of its actions.
         grads: (rank's owning slots, ZeRO stage, bucket bytes) -> its gradient reduction.
         signatures: (rank, chunk) -> (models key, groups by axis) of the chunk on the rank.
+        reductions: (gradient key, reducing action, next action, bytes pending) -> its
+            buckets (``Estimator._reduction``).
     """
 
     chunks: list[Chunk]
     slots: dict[Slot, tuple[float, float, float, ActionTiming]] = field(default_factory=dict)
     grads: dict[tuple[Any, ...], _Gradients] = field(default_factory=dict)
     signatures: dict[tuple[int, int], Any] = field(default_factory=dict)
+    reductions: dict[tuple[Any, ...], tuple[Any, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -711,13 +718,10 @@ class Estimator:
         both walked by the engine's rule.
         """
         spec, p = setup.spec, setup.spec.parallel
-        grad_bytes = GRAD_REDUCE_BYTES[spec.training.grad_reduce_dtype]
         rank, network, stage = setup.ranks[r], setup.network, setup.zero_stage
         sharding = setup.profile.sharding
         group = self._group(setup.layout, rank, setup.dp_axis, p)
         shard, replica = self._split(group, rank, p.zero_shard_group_size)
-        per_unit = stage == 3 and sharding.reduce_scatter_granularity == "per_unit"
-        bucket_bytes = 1 if per_unit else p.grad_bucket_size_bytes
         every_mb = stage >= 2 and sharding.reduce_every_microbatch
         overlap_replica = p.overlap_replica_grad_reduce is not False
         durations: dict[float, Flush] = {}
@@ -749,76 +753,32 @@ class Estimator:
         slowdowns: list[float] = []
         inside: list[float] = []
         trailing: list[float] = []
-        timings: dict[Slot, tuple[ActionTiming, float]] = {}
         pending, elements, fp8_elements = 0.0, 0, 0
         positions = (
             range(len(actions))
             if every_mb
             else [i for i, slot in enumerate(actions) if slot.owns_grads]
         )
+        # Equal reducing actions with equal bytes pending before them reduce alike (every
+        # microbatch's backward of a chunk under ZeRO >= 2 every-microbatch stacks, the same
+        # owning actions at the reduced microbatch counts): their buckets are worked out once
+        # per context and reused.
+        known, grad_key = setup.context.reductions, setup.grad_key
         for i in positions:  # the others reduce nothing
             slot = actions[i]
-            chunk = setup.context.chunks[slot.chunk]
-            per_layer, total, fp8 = chunk.source.elements(chunk)
+            nxt = following[i] if i < len(following) else _UNKNOWN
+            key = (grad_key, slot, nxt, pending)
+            done = known.get(key)
+            if done is None:
+                done = known[key] = self._reduction(setup, r, slot, nxt, pending, bucket)
+            found, sigma, extra, after, pending = done
             if slot.owns_grads:
+                chunk = setup.context.chunks[slot.chunk]
+                _, total, fp8 = chunk.source.elements(chunk)
                 elements += total
                 fp8_elements += fp8
-            info = timings.get(slot)
-            if info is None:
-                timing = setup.context.slots[slot][-1]
-                info = timings[slot] = (timing, timing.slowdown if setup.contended else 0.0)
-            timing, sigma = info
             slowdowns.append(sigma)
-            found: list[Flush] = []
-            issued: list[tuple[int, float]] = []  # (layer, seconds) of its hooked buckets
-            where: list[int] = []  # index of each hooked bucket's layer in layer_end_s
-            hooked = setup.hooks[r]
-            recv_ends = getattr(timing, "layer_end_recv_s", None) or repeat(NO_HOST)
-            for j, ((layer, layer_end), host_end, recv_end) in enumerate(
-                zip(timing.layer_end_s, timing.layer_end_host_s, recv_ends, strict=False)
-            ):
-                pending += per_layer.get(layer, 0) * grad_bytes
-                if hooked and pending >= bucket_bytes:
-                    found.append(bucket((layer_end, host_end, recv_end), pending))
-                    where.append(j)
-                    if found[-1][5]:
-                        issued.append((layer, found[-1][3]))
-                    pending = 0.0
-            extra, after = 0.0, -1.0  # -1: the buckets after its end priced in finish()
-            left: list[tuple[float, float]] | None = None  # walked: buckets in flight at its end
-            if sigma and not isinstance(slot, PairSlot):
-                if issued:
-                    # the action walked again with its buckets (engine rules); they issue
-                    # when their layers end in that walk
-                    slowed = self._timing(setup, slot, setup.context.chunks, tuple(issued))
-                    if slowed is not None:
-                        extra = max(0.0, slowed.compute_end_s - timing.compute_end_s)
-                        ends, host_ends = slowed.layer_end_s, slowed.layer_end_host_s
-                        for n, j in enumerate(where):
-                            found[n] = (ends[j][1], host_ends[j], *found[n][2:])
-                        left = list(slowed.trailing_s)
-                elif not found:
-                    left = []
-            if left is not None:
-                final = bucket(None, pending)[3] if every_mb and pending > 0 else 0.0
-                if final > 0 and len(group) > 1:  # flushed at its end, after the others
-                    begin = left[-1][1] if left else 0.0
-                    left.append((begin, begin + final))
-                after = self._trailing(setup, following, i, left)
-            elif sigma and found:
-                free = 0.0
-                for offset, _, _, grad_s, _, issues in found:
-                    if offset is None or not issues or not grad_s:
-                        continue
-                    begin = max(offset, free)
-                    free = begin + grad_s
-                    overlap = min(free, timing.compute_end_s) - begin
-                    if overlap > 0:
-                        extra += sigma * overlap
-            if every_mb:
-                found.append(bucket(None, pending))
-                pending = 0.0
-            flushes.append(tuple(found))
+            flushes.append(found)
             inside.append(extra)
             trailing.append(after)
         factor = len(shard) if stage >= 1 else 1
@@ -848,27 +808,103 @@ class Estimator:
             trailing=tuple(trailing) if any(x >= 0 for x in trailing) else (),
         )
 
+    def _reduction(
+        self,
+        setup: _Setup,
+        r: int,
+        slot: Slot | PairSlot,
+        nxt: Slot | PairSlot | str | None,
+        pending: float,
+        bucket: Callable[[tuple[float, float, float] | None, float], Flush],
+    ) -> tuple[tuple[Flush, ...], float, float, float, float]:
+        """One reducing action's buckets (a step of :meth:`_grads`).
+
+        ``nxt``: the rank's next action (None: none; :data:`_UNKNOWN`: the orders disagree);
+        ``pending``: gradient bytes not yet in a bucket before it; ``bucket``: a bucket's
+        :data:`Flush` from its offsets and bytes. Returns its buckets, its compute's slowdown
+        under a collective, :attr:`_Gradients.inside`, :attr:`_Gradients.trailing` and the
+        bytes pending after it.
+        """
+        spec = setup.spec
+        grad_bytes = GRAD_REDUCE_BYTES[spec.training.grad_reduce_dtype]
+        per_unit = setup.zero_stage == 3 and (
+            setup.profile.sharding.reduce_scatter_granularity == "per_unit"
+        )
+        bucket_bytes = 1 if per_unit else spec.parallel.grad_bucket_size_bytes
+        every_mb = setup.every_mb
+        chunk = setup.context.chunks[slot.chunk]
+        per_layer = chunk.source.elements(chunk)[0]
+        timing = setup.context.slots[slot][-1]
+        sigma = timing.slowdown if setup.contended else 0.0
+        found: list[Flush] = []
+        issued: list[tuple[int, float]] = []  # (layer, seconds) of its hooked buckets
+        where: list[int] = []  # index of each hooked bucket's layer in layer_end_s
+        hooked = setup.hooks[r]
+        recv_ends = getattr(timing, "layer_end_recv_s", None) or repeat(NO_HOST)
+        for j, ((layer, layer_end), host_end, recv_end) in enumerate(
+            zip(timing.layer_end_s, timing.layer_end_host_s, recv_ends, strict=False)
+        ):
+            pending += per_layer.get(layer, 0) * grad_bytes
+            if hooked and pending >= bucket_bytes:
+                found.append(bucket((layer_end, host_end, recv_end), pending))
+                where.append(j)
+                if found[-1][5]:
+                    issued.append((layer, found[-1][3]))
+                pending = 0.0
+        extra, after = 0.0, -1.0  # -1: the buckets after its end priced in finish()
+        left: list[tuple[float, float]] | None = None  # walked: buckets in flight at its end
+        if sigma and not isinstance(slot, PairSlot):
+            if issued:
+                # the action walked again with its buckets (engine rules); they issue
+                # when their layers end in that walk
+                slowed = self._timing(setup, slot, setup.context.chunks, tuple(issued))
+                if slowed is not None:
+                    extra = max(0.0, slowed.compute_end_s - timing.compute_end_s)
+                    ends, host_ends = slowed.layer_end_s, slowed.layer_end_host_s
+                    for n, j in enumerate(where):
+                        found[n] = (ends[j][1], host_ends[j], *found[n][2:])
+                    left = list(slowed.trailing_s)
+            elif not found:
+                left = []
+        if left is not None:
+            final = bucket(None, pending)[3] if every_mb and pending > 0 else 0.0
+            if final > 0:  # flushed at its end, after the others
+                begin = left[-1][1] if left else 0.0
+                left.append((begin, begin + final))
+            after = self._trailing(setup, nxt, left)
+        elif sigma and found:
+            free = 0.0
+            for offset, _, _, grad_s, _, issues in found:
+                if offset is None or not issues or not grad_s:
+                    continue
+                begin = max(offset, free)
+                free = begin + grad_s
+                overlap = min(free, timing.compute_end_s) - begin
+                if overlap > 0:
+                    extra += sigma * overlap
+        if every_mb:
+            found.append(bucket(None, pending))
+            pending = 0.0
+        return tuple(found), sigma, extra, after, pending
+
     def _trailing(
         self,
         setup: _Setup,
-        following: tuple[Slot | PairSlot | None, ...],
-        i: int,
+        nxt: Slot | PairSlot | str | None,
         left: list[tuple[float, float]],
     ) -> float:
-        """Compute seconds the buckets ``left`` in flight by action ``i`` add to the next.
+        """Compute seconds the buckets ``left`` in flight by a reducing action add to the next.
 
-        The rank's next action is walked with them in flight from its start (it starts as
-        the reducing action ends); 0 when nothing follows on the rank; -1 (priced in
-        :meth:`_Gradients.finish`) when a paired step follows or the order is unknown.
+        The rank's next action ``nxt`` is walked with them in flight from its start (it
+        starts as the reducing action ends); 0 when nothing follows on the rank (None); -1
+        (priced in :meth:`_Gradients.finish`) when a paired step follows or the order is
+        unknown (:data:`_UNKNOWN`).
         """
         if not left:
             return 0.0
-        if i >= len(following):
-            return -1.0
-        nxt = following[i]
         if nxt is None:
             return 0.0
-        if isinstance(nxt, PairSlot):
+        if isinstance(nxt, (PairSlot, str)):
             return -1.0
         chunks = setup.context.chunks
         base = setup.context.slots[nxt][-1]
