@@ -43,7 +43,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from simtrain.engine.host import readiness
 from simtrain.parallel.segments import SegmentPlan
 from simtrain.workload.ops import Op
 
@@ -169,6 +168,10 @@ class SegmentTimes:
         )
 
 
+_IDLE = (0.0, NO_HOST)
+"""A stream that has run nothing yet: free from the start."""
+
+
 def walk(
     plan: SegmentPlan,
     times: SegmentTimes,
@@ -207,6 +210,7 @@ def walk(
     compute_s, host_s, contended_s = times.compute_s, times.host_s, times.contended_s
     pace = times.pace
     segments = plan.segments
+    streams = plan.streams
     issues: dict[int, list[float]] = {}  # compute position -> buckets issued at its end
     grad_a, grad_b = 0.0, NO_HOST  # the gradient stream free
     grad_flights: list[tuple[float, float]] = []
@@ -217,13 +221,15 @@ def walk(
         for layer, seconds in buckets:
             if seconds > 0:
                 issues.setdefault(last[layer], []).append(seconds)
+    # max() is spelled out in this loop (it runs for every task of every walk): ``b if b > a
+    # else a`` is max(a, b)
     for position, seg in enumerate(segments):
-        if seg.is_comm:
-            op = seg.ops[0]
-            stream = f"{op.axis}_comm"
-            duration = comm_s(op)
-            fa, fb = free.get(stream, (0.0, NO_HOST))
-            begin_a, begin_b = max(end_a, fa), max(end_b, fb)
+        stream = streams[position]
+        if stream:  # a collective
+            duration = comm_s(seg.ops[0])
+            fa, fb = free.get(stream, _IDLE)
+            begin_a = fa if fa > end_a else end_a
+            begin_b = fb if fb > end_b else end_b
             done = (begin_a + duration, begin_b + duration)
             issued[position] = free[stream] = done
             if contended_s is not None and duration > 0:
@@ -240,7 +246,12 @@ def walk(
         duration = compute_s[position] * pace
         if host_s is not None:
             h = host_s[position]
-            ready = host_clock + readiness(h, duration, len(seg.ops))
+            n = len(seg.ops)  # readiness(h, duration, n), inlined
+            if n <= 0:
+                ready = host_clock + 0.0
+            else:
+                late = h - duration
+                ready = host_clock + (h / n + (n - 1) / n * (late if late > 0.0 else 0.0))
             if ready > start_b:
                 start_b = ready
             host_clock += h
@@ -254,12 +265,19 @@ def walk(
                 # the overlap when the host is never late (a), and when it sets the pace (b)
                 # compute starts never move back: collectives over by now stay over
                 flights = [f for f in flights if f[1] > start_a or f[3] > start_b]
+                stop_a = start_a + duration
+                host_paced = start_b > NO_HOST / 2
+                stop_b = start_b + duration
                 for fa0, fa1, fb0, fb1 in flights:
-                    overlap = min(fa1, start_a + duration) - max(fa0, start_a)
+                    overlap = (stop_a if stop_a < fa1 else fa1) - (
+                        fa0 if fa0 > start_a else start_a
+                    )
                     if overlap > 0:
                         extra_a += sigma * overlap
-                    if start_b > NO_HOST / 2:
-                        overlap = min(fb1, start_b + duration) - max(fb0, start_b)
+                    if host_paced:
+                        overlap = (stop_b if stop_b < fb1 else fb1) - (
+                            fb0 if fb0 > start_b else start_b
+                        )
                         if overlap > 0:
                             extra_b += sigma * overlap
         elif contended_s is not None:
@@ -267,11 +285,13 @@ def walk(
         end_a, end_b = start_a + duration + extra_a, start_b + duration + extra_b
         for layer in seg.layers:  # first-appearance order, as the builder's gradient hooks
             layer_end[layer] = (end_a, end_b)
-        for seconds in issues.get(position, ()):
-            begin_a, begin_b = max(end_a, grad_a), max(end_b, grad_b)
-            grad_a, grad_b = begin_a + seconds, begin_b + seconds
-            flights.append((begin_a, grad_a, begin_b, grad_b))
-            grad_flights.append((begin_a, grad_a))
+        if issues and position in issues:
+            for seconds in issues[position]:
+                begin_a = grad_a if grad_a > end_a else end_a
+                begin_b = grad_b if grad_b > end_b else end_b
+                grad_a, grad_b = begin_a + seconds, begin_b + seconds
+                flights.append((begin_a, grad_a, begin_b, grad_b))
+                grad_flights.append((begin_a, grad_a))
     tail_a, tail_b = end_a, end_b
     for p in plan.trailing:
         tail_a, tail_b = max(tail_a, issued[p][0]), max(tail_b, issued[p][1])
