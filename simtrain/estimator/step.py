@@ -354,20 +354,28 @@ def _chain_actions(
     )  # fmt: skip
     computing = [s.computes_grads for s in shape.slots]
     rows = [row[:7] for row in table]
+    # max() is spelled out (``b if b > a else a`` is max(a, b)): this loop runs once per
+    # action of every chained schedule
     for r, k, j, out, after_tail in zip(ranks, slots, recvs, sends, tails, strict=True):
         compute_end, tail_end, p2p_s, compute_host, tail_host, host_s, first_comm = rows[k]
-        start = compute_free[r]
-        if hold[r] > start:
-            start = hold[r]
+        free = compute_free[r]
+        start = hold[r]
+        if free >= start:
+            start = free
         host = host_free[r]
-        if j >= 0 and arrival[j] > start:
-            start = arrival[j]
+        if j >= 0:
+            arrived = arrival[j]
+            if arrived > start:
+                start = arrived
         if sync_on_p2p:
             synced = unsynced[r]
-            if j >= 0 and not first_comm and arrival[j] > synced:
-                synced = arrival[j]
+            if j >= 0 and not first_comm and arrived > synced:
+                synced = arrived
             if synced > NO_HOST:  # the host waits for the device and the transfers
-                host = max(host, synced, compute_free[r])
+                if synced > host:
+                    host = synced
+                if free > host:
+                    host = free
                 unsynced[r] = NO_HOST
         x = host - start
         end = start + compute_end
@@ -378,15 +386,15 @@ def _chain_actions(
             tail = host + tail_host
         compute_free[r], hold[r], host_free[r] = end, tail, host + host_s
         if out >= 0:
-            j = out
             ready = tail if after_tail else end
-            if pp_free[r] > ready:
-                ready = pp_free[r]
-            pp_free[r] = arrival[j] = ready + p2p_s
-            if blocking_sends and arrival[j] > compute_free[r]:
-                compute_free[r] = arrival[j]
-            if sync_on_p2p:
-                unsynced[r] = max(unsynced[r], arrival[j])
+            busy = pp_free[r]
+            if busy > ready:
+                ready = busy
+            pp_free[r] = arrived = arrival[out] = ready + p2p_s
+            if blocking_sends and arrived > end:
+                compute_free[r] = arrived
+            if sync_on_p2p and arrived > unsynced[r]:
+                unsynced[r] = arrived
         if computing[k]:
             marks[r].append((start, end, x, 0.0))
     return compute_free, hold, pp_free, marks, host_free
