@@ -195,37 +195,50 @@ class _Gradients:
         issued = False
         slowed = 0.0  # compute seconds added by the buckets' interference
 
-        def flush(
-            bucket: Flush, after: float, last_compute: float, sigma: float, walked: bool = False
-        ) -> None:
-            nonlocal grad_free, replica_free, reduced, issued, slowed
-            _, _, _, grad_s, replica_s, issues = bucket
-            if not issues:
-                return
-            end = after
-            if grad_s:
-                begin = max(after, grad_free, last_compute)  # its own action: priced inside
-                end = grad_free = max(after, grad_free) + grad_s
-                if sigma and not walked and compute_free > begin < end:
-                    slowed += sigma * (min(end, compute_free) - begin)
-            if replica_s:  # not overlapped: after the backward, on a stream of its own
-                begin = max(end, last_compute, replica_free)
-                end = replica_free = begin + replica_s
-                if sigma and compute_free > begin:
-                    slowed += sigma * (min(end, compute_free) - begin)
-            reduced, issued = max(reduced, end), True
-
         slowdowns, trailing = self.slowdowns, self.trailing
         for n, i in enumerate(self.positions):
             start, end, x, y = marks[i]
             sigma = slowdowns[n] if slowdowns else 0.0
             walked = bool(trailing) and trailing[n] >= 0  # priced in the chain
-            for bucket in self.actions[n]:
-                offset, host, received = bucket[0], bucket[1], bucket[2]
-                if offset is not None:
-                    offset = max(offset, x + host, y + received)
-                flush(bucket, end if offset is None else start + offset, end, sigma, walked)
-        flush(self.tail, compute_free, compute_free, 0.0)
+            # max and min spelled out (``b if b > a else a`` is max(a, b)): this runs for
+            # every bucket of every reducing action
+            for offset, host, received, grad_s, replica_s, issues in self.actions[n]:
+                if not issues:
+                    continue
+                if offset is None:
+                    after = end
+                else:
+                    if x + host > offset:
+                        offset = x + host
+                    if y + received > offset:
+                        offset = y + received
+                    after = start + offset
+                done = after
+                if grad_s:
+                    free = grad_free if grad_free > after else after
+                    begin = end if end > free else free  # its own action: priced inside
+                    done = grad_free = free + grad_s
+                    if sigma and not walked and compute_free > begin < done:
+                        slowed += sigma * ((compute_free if compute_free < done else done) - begin)
+                if replica_s:  # not overlapped: after the backward, on a stream of its own
+                    begin = end if end > done else done
+                    if replica_free > begin:
+                        begin = replica_free
+                    done = replica_free = begin + replica_s
+                    if sigma and compute_free > begin:
+                        slowed += sigma * ((compute_free if compute_free < done else done) - begin)
+                if done > reduced:
+                    reduced = done
+                issued = True
+        _, _, _, grad_s, replica_s, issues = self.tail  # after the rank's last compute
+        if issues:
+            done = compute_free
+            if grad_s:
+                done = grad_free = max(compute_free, grad_free) + grad_s
+            if replica_s:
+                begin = max(done, compute_free, replica_free)
+                done = replica_free = begin + replica_s
+            reduced, issued = max(reduced, done), True
         compute_free += slowed
         ready = max(compute_free, hold)
         begin = max(ready, reduced) if issued else ready
