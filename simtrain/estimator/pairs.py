@@ -413,7 +413,9 @@ def chain_steps(
     sync_on_p2p: bool,
     blocking_sends: bool,
 ) -> tuple[list[float], list[float], list[float], list[list[tuple[float, ...]]], list[float]]:
-    """Chain a schedule with paired steps; what ``_chain_actions`` returns, marks with ``y``.
+    """Chain a schedule with paired steps; returns what :func:`.chain.chain_actions` does.
+
+    Marks carry ``y``.
 
     Rules as for single actions (:mod:`simtrain.estimator.pipeline`): a step starts once the
     rank's compute stream is free, what its predecessor left in flight has ended and its

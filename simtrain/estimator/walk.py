@@ -127,7 +127,7 @@ class SegmentTimes:
         contended_s: seconds of each compute task while a collective holds part of the
             device (``task_time_s(ops, contended=True)``); None: no interference.
         pace: factor the walk multiplies the device times by (the step's pace:
-            ``simtrain.estimator.step._Paced``); host times are not paced.
+            :class:`simtrain.estimator.setup.Paced`); host times are not paced.
     """
 
     compute_s: tuple[float, ...]
