@@ -1,7 +1,11 @@
-"""A step time the estimate never beats, from the chunks' compute alone (for searches).
+"""Step times the estimate never beats, for searches that skip what cannot win.
 
-:meth:`simtrain.estimator.step.Estimator.lower_bound` uses it: a search skips the layouts
-whose bound is already worse than the best it keeps (:mod:`simtrain.sweep.plan_search`).
+:func:`bound_lines` needs the chunks' compute alone
+(:meth:`simtrain.estimator.step.Estimator.lower_bound`): a search orders its layouts by it
+and stops once the best it keeps is out of reach (:mod:`simtrain.sweep.plan_search`).
+:func:`walked_bound` needs the actions' walks, the first half of an estimate
+(:meth:`~simtrain.estimator.step.Estimator.estimate_within`): it skips the second half
+(chain, gradient reduction) of a layout that cannot enter the best kept.
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from simtrain.estimator.chunks import BODIES, Chunk
+from simtrain.estimator.pipeline import ScheduleShape
 
 
 def bound_lines(
@@ -43,3 +48,19 @@ def bound_lines(
             fixed += sum(backward[:r])
         lines.append((fixed, sum(forward[c] + backward[c] for c in held)))
     return tuple(lines)
+
+
+def walked_bound(shape: ScheduleShape, rows: list[Any], num_ranks: int) -> float:
+    """The busiest rank's actions back to back, each as long as its walk's compute end.
+
+    A rank's actions run one after another on its compute stream, and each takes at least
+    its walk's compute end (``rows``: the slots' rows, compute end first; the chain starts
+    an action no earlier than the previous one's end, and the host, transfers and
+    interference only delay it), so a step chained in full is no shorter than the longest
+    such sum over the ranks (their optimizer steps and gradient reductions come after).
+    For schedules without paired steps.
+    """
+    per_rank = [0.0] * num_ranks
+    for row, slot, count in zip(rows, shape.slots, shape.slot_counts, strict=True):
+        per_rank[slot.rank] += count * row[0]
+    return max(per_rank)

@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import repeat
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from simtrain.engine.host import readiness
 from simtrain.estimator.chain import Mark
 from simtrain.estimator.chunks import Chunk
-from simtrain.estimator.pipeline import PairSlot, Slot
+from simtrain.estimator.pipeline import PairSlot, ScheduleShape, Slot
 from simtrain.estimator.walk import NO_HOST, ActionTiming
 from simtrain.specs.framework import GRAD_REDUCE_BYTES
 from simtrain.workload.linear import weight_cast_op
@@ -197,14 +197,15 @@ def sample_buckets(
 class GradientReduction:
     """The gradient reduction of :class:`~simtrain.estimator.step.Estimator` (a mixin).
 
-    Uses the estimator's caches and timings: ``_timing``, ``_group``, ``_split`` and
-    ``_collective_s``.
+    Uses the estimator's caches and timings: ``_timing``, ``_group``, ``_split``,
+    ``_collective_s`` and ``_follow``.
     """
 
     _timing: Callable[..., ActionTiming | None]
     _group: Callable[..., tuple[int, ...]]
     _split: Callable[..., tuple[tuple[int, ...], tuple[int, ...]]]
     _collective_s: Callable[..., float]
+    _follow: dict[tuple[Any, ...], tuple[tuple[Slot | PairSlot | None, ...], ...]]
 
     def _grads(
         self,
@@ -426,3 +427,24 @@ class GradientReduction:
         if slowed is None:
             return -1.0
         return max(0.0, slowed.compute_end_s - base.compute_end_s)
+
+    def _following(self, shape: ScheduleShape, r: int) -> tuple[Slot | PairSlot | None, ...]:
+        """Per action of rank ``r`` computing weight gradients, the rank's next action.
+
+        None where it is the rank's last; empty if the orders disagree. Cached per shape.
+        """
+        found = self._follow.get(shape.key)
+        if found is None:
+            own: list[list[Slot | PairSlot]] = [[] for _ in shape.grad_actions]
+            for rank, k in zip(shape.rank, shape.slot, strict=True):
+                own[rank].append(shape.slots[k])
+            found = self._follow[shape.key] = tuple(
+                tuple(
+                    seq[j + 1] if j + 1 < len(seq) else None
+                    for j, slot in enumerate(seq)
+                    if slot.computes_grads
+                )
+                for seq in own
+            )
+        following = found[r]
+        return following if len(following) == len(shape.grad_actions[r]) else ()

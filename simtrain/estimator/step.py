@@ -37,7 +37,7 @@ from simtrain.catalog.frameworks import get_framework
 from simtrain.engine.host import collective_issue_s
 from simtrain.engine.variability import median_slowest_factor
 from simtrain.errors import SpecError
-from simtrain.estimator.bound import bound_lines
+from simtrain.estimator.bound import bound_lines, walked_bound
 from simtrain.estimator.chain import chain_actions
 from simtrain.estimator.chunks import SAMPLE_LAYERS, Chunk, ChunkSource, chunk_base
 from simtrain.estimator.gradients import GradientReduction, every_layer, sample_buckets
@@ -177,6 +177,24 @@ class Estimator(GradientReduction):
             SpecError: the spec names hardware the catalog lacks (as ``simulate`` does), or
                 ``parallel.dp`` is unresolved.
         """
+        estimate = self.estimate_within(spec, None)
+        assert estimate is not None  # no limit: always estimated
+        return estimate
+
+    def estimate_within(self, spec: ExperimentSpec, limit_s: float | None) -> StepEstimate | None:
+        """:meth:`estimate`, or None once the step is sure to take longer than ``limit_s``.
+
+        A search that only keeps layouts faster than the best it has found passes that
+        step time: each action's walk is needed for the estimate anyway, and once the
+        walks show that some pipeline rank's actions alone, one after another, take longer
+        (:func:`~simtrain.estimator.bound.walked_bound`), the rest of the estimate (the
+        chain, the gradient reduction) is skipped. Not for paired steps, nor for steps
+        extrapolated from fewer microbatches (:func:`reduced_microbatches`), which need not
+        stay above the bound. None (no limit) always estimates.
+
+        Raises:
+            SpecError: as :meth:`estimate`.
+        """
         began = time.perf_counter()
         p = spec.parallel
         if p.dp is None:
@@ -212,8 +230,15 @@ class Estimator(GradientReduction):
         name = p.pipeline_schedule if p.pp > 1 else "1f1b"
         chunks = context.chunks
         m = p.num_microbatches
+        warmups = WARMUP_STAGES.get(name, WARMUP_STAGES["default"])
+        if limit_s is not None and not reduced_microbatches(p.pp, m, warmups[0]):
+            # chained in full (an extrapolated step need not stay above the bound)
+            shape = schedule_shape(name, p.pp, m, p.vpp, bool(p.overlap_ep_comm))
+            rows = self._rows(setup, shape, chunks)
+            if not shape.paired and walked_bound(shape, rows, len(ranks)) > limit_s:
+                return None
         result = None
-        for warmup in WARMUP_STAGES.get(name, WARMUP_STAGES["default"]):
+        for warmup in warmups:
             fewer = reduced_microbatches(p.pp, m, warmup)
             if not fewer:
                 break
@@ -271,6 +296,13 @@ class Estimator(GradientReduction):
         """(step, mean busy, mean exposed communication, actions) with that many microbatches."""
         p = setup.spec.parallel
         shape = schedule_shape(name, p.pp, num_microbatches, p.vpp, bool(p.overlap_ep_comm))
+        table = self._rows(setup, shape, chunks)
+        step, busy, waited = self._chain(setup, shape, table)
+        num = len(setup.ranks)
+        return step, sum(busy) / num, sum(waited) / num, len(shape.rank)
+
+    def _rows(self, setup: Setup, shape: ScheduleShape, chunks: list[Chunk]) -> list[Any]:
+        """The rows of the shape's slots (:meth:`_slot`), cached in the setup's context."""
         table = []
         known = setup.context.slots
         for slot in shape.slots:
@@ -278,9 +310,7 @@ class Estimator(GradientReduction):
             if row is None:
                 row = known[slot] = self._slot(setup, slot, chunks)
             table.append(row)
-        step, busy, waited = self._chain(setup, shape, table)
-        num = len(setup.ranks)
-        return step, sum(busy) / num, sum(waited) / num, len(shape.rank)
+        return table
 
     # --- the chain of actions ---------------------------------------------------------
 
@@ -537,27 +567,6 @@ class Estimator(GradientReduction):
             timing = replace(plain, compute_end_s=plain.compute_end_s + delay)
         self._timings[key] = timing
         return timing
-
-    def _following(self, shape: ScheduleShape, r: int) -> tuple[Slot | PairSlot | None, ...]:
-        """Per action of rank ``r`` computing weight gradients, the rank's next action.
-
-        None where it is the rank's last; empty if the orders disagree. Cached per shape.
-        """
-        found = self._follow.get(shape.key)
-        if found is None:
-            own: list[list[Slot | PairSlot]] = [[] for _ in shape.grad_actions]
-            for rank, k in zip(shape.rank, shape.slot, strict=True):
-                own[rank].append(shape.slots[k])
-            found = self._follow[shape.key] = tuple(
-                tuple(
-                    seq[j + 1] if j + 1 < len(seq) else None
-                    for j, slot in enumerate(seq)
-                    if slot.computes_grads
-                )
-                for seq in own
-            )
-        following = found[r]
-        return following if len(following) == len(shape.grad_actions[r]) else ()
 
     def _order(self, plan: SegmentPlan, chunk: Chunk) -> tuple[int, ...]:
         """The chunk's transformer layers held by ``plan``, in order of appearance (cached)."""
