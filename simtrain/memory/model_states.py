@@ -122,6 +122,8 @@ class RankParams:
         layers: 0-based layers the rank holds (twice as many under DualPipe).
         linear_weights: weight-matrix elements of the rank's linear layers (attention, MLP,
             experts; not the embedding, LM head or router): what FP8 training casts.
+        outside_layers: parameters outside the rank's transformer layers (token embedding,
+            position table, final norm, LM head): an FSDP root unit's.
     """
 
     dense: float
@@ -129,6 +131,7 @@ class RankParams:
     largest_layer: float
     layers: tuple[int, ...]
     linear_weights: float = 0.0
+    outside_layers: float = 0.0
 
 
 def rank_stages(pp: int, vpp: int, schedule: str, rank: int) -> tuple[int, ...]:
@@ -176,6 +179,7 @@ def rank_params(spec: ExperimentSpec, rank: int) -> RankParams:
         dense += layer_dense
         experts += layer_experts
         largest = max(largest, layer_dense + layer_experts)
+    in_layers = dense + experts
     # Under DualPipe the end ranks hold stage 0 of one copy and the last stage of the other.
     if 0 in stages:
         dense += m.vocab_size * h / p.tp
@@ -187,7 +191,7 @@ def rank_params(spec: ExperimentSpec, rank: int) -> RankParams:
         # synchronised copy on the last stage otherwise).
         if not (m.tied_embeddings and num_stages == 1):
             dense += m.vocab_size * h / p.tp
-    return RankParams(dense, experts, largest, layers, linear)
+    return RankParams(dense, experts, largest, layers, linear, dense + experts - in_layers)
 
 
 def rank_model_states(spec: ExperimentSpec, rank: int) -> ModelStateBytes:
