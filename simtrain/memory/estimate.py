@@ -37,6 +37,7 @@ from simtrain.catalog.frameworks import get_framework
 from simtrain.memory.activations import ACT_BYTES, MASK_BYTES, layer_activation_bytes, peak_inflight
 from simtrain.memory.model_states import (
     FP8_GATHER_BYTES,
+    GRAD_BYTES,
     WEIGHT_BYTES,
     fp8_copy_bytes,
     fp8_gathers,
@@ -49,6 +50,7 @@ from simtrain.parallel.overlap import step_actions
 from simtrain.parallel.schedules import Action
 from simtrain.parallel.stages import chunk_layers, recomputed_layers
 from simtrain.specs.experiment import ExperimentSpec
+from simtrain.specs.framework import GRAD_REDUCE_BYTES
 from simtrain.specs.framework_resolve import effective_zero_stage
 from simtrain.workload.primitives import FP8_DTYPES
 
@@ -264,9 +266,18 @@ def _buffers(spec: ExperimentSpec, stage: int, actions: list[Action]) -> dict[st
         items["buffers.pp_p2p"] = 4 * ACT_BYTES * sbh / sp_div
     if p.sp and p.tp > 1:
         items["buffers.sp_all_gather"] = ACT_BYTES * sbh
-    if p.zero_stage >= 2 and (p.dp or 1) * p.cp > 1:
-        items["buffers.dp_bucket"] = float(p.grad_bucket_size_bytes)
     zero = effective_zero_stage(spec)
+    unit_params = rank_params(spec, stage).largest_layer
+    deferred = unsharded_grad_bytes(spec, stage) > 0
+    if p.zero_stage >= 2 and (p.dp or 1) * p.cp > 1:
+        bucket = float(p.grad_bucket_size_bytes)
+        if profile.memory.unit_grads_materialised and not deferred:
+            # the unit's reduce-scatter input, in the reduction dtype
+            bucket = GRAD_REDUCE_BYTES[spec.training.grad_reduce_dtype or "fp32"] * unit_params
+        items["buffers.dp_bucket"] = bucket
+    if profile.memory.unit_grads_materialised and zero >= 2:
+        # the 16-bit gradients of the unit whose backward runs, before they are reduced
+        items["buffers.unit_grads"] = GRAD_BYTES * unit_params
     if zero == 3:
         # The layer being computed plus what the stack prefetches (FSDP: one unit ahead;
         # DeepSpeed: up to its prefetch bucket).
@@ -290,9 +301,10 @@ def _buffers(spec: ExperimentSpec, stage: int, actions: list[Action]) -> dict[st
     return items
 
 
-BACKWARD_BUFFERS = ("buffers.zero3_prefetch", "buffers.dp_bucket")
+BACKWARD_BUFFERS = ("buffers.zero3_prefetch", "buffers.dp_bucket", "buffers.unit_grads")
 """Buffers of the layers' backward that a hook-driven stack issues only after the loss: the
-next layer's prefetched gather and the gradient bucket being reduced."""
+next layer's prefetched gather, the gradient bucket being reduced and the 16-bit gradients
+of the unit whose backward runs."""
 
 
 def _one_phase_at_a_time(

@@ -18,6 +18,8 @@ What the software stack keeps on top comes from its framework profile: with
 ``sharding.fp8_all_gather`` (torchao's FP8 all-gather under FSDP) the gathered weights of the
 linear layers are 1 byte per element instead of 2; without ``memory.fp8_weight_copies_kept``
 (torchao's dynamic scaling) no 8-bit copies outlive their use. With
+``sharding.param_shard_is_master`` (FSDP2) the shard is the fp32 master itself and its
+gradient is fp32: no 16-bit shard under ZeRO-3, 4 bytes per sharded gradient. With
 ``sharding.pipeline_defers_grad_reduce`` (torch.distributed.pipelining with FSDP2) a pipeline
 rank accumulates the unsharded gradients of all its parameters across the microbatches of a
 step, in the gradient-reduction dtype when ``sharding.unsharded_grad_dtype`` is ``reduce``
@@ -55,6 +57,8 @@ from simtrain.workload.shard import fp8_recipe_in_effect
 
 WEIGHT_BYTES = 2
 GRAD_BYTES = 2
+MASTER_BYTES = 4
+"""Bytes of an fp32 master weight (and of a gradient kept in its dtype)."""
 FP8_COPY_BYTES = {recipe: cast - 2 for recipe, cast in CAST_BYTES_PER_ELEMENT.items()}
 """Bytes per weight of the two 8-bit copies (and their scales): what a cast writes."""
 
@@ -210,6 +214,12 @@ def rank_model_states(spec: ExperimentSpec, rank: int) -> ModelStateBytes:
     states = model_state_bytes(params.dense, stage, shard, optimizer) + model_state_bytes(
         params.experts, stage, min(shard, p.expert_dp), optimizer
     )
+    if stage >= 2 and get_framework(spec.training.framework).sharding.param_shard_is_master:
+        # the shard is the fp32 master (counted with the optimizer); its gradient is fp32
+        weights = 0.0 if stage == 3 else states.weights
+        states = ModelStateBytes(
+            weights, states.gradients * MASTER_BYTES / GRAD_BYTES, states.optimizer
+        )
     if stage == 2 and fp8_gathers(spec):
         # the gathered (unsharded) linear weights are the 1-byte FP8 all-gather outputs
         saved = params.linear_weights * (WEIGHT_BYTES - FP8_GATHER_BYTES)

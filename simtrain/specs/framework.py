@@ -111,6 +111,12 @@ class ShardingBehaviour(Spec):
     """Under FP8 training the weight shards of the linear layers are cast to FP8 before the
     all-gather, so a gathered (unsharded) weight holds 1 byte per element and is itself the
     FP8 operand (torchao's enable_fsdp_float8_all_gather); false: 16-bit gathers."""
+    param_shard_is_master: bool
+    """The sharded parameter is the fp32 master weight and its gradient is kept in that dtype
+    (FSDP2: the original parameter is sharded as a DTensor and cast to the compute dtype by
+    the all-gather; the reduce-scatter output becomes its fp32 gradient): under ZeRO-3 no
+    16-bit shard exists, and under ZeRO-2/3 a sharded gradient holds 4 bytes per parameter;
+    false: a 16-bit shard and a 16-bit sharded gradient beside the optimizer's master."""
     root_unsharded_through_step: bool
     """Under ZeRO-3 the parameters outside the wrapped blocks (the root unit: token embedding,
     final norm and LM head under torchtitan's wrapping) stay gathered from the forward to the
@@ -175,6 +181,13 @@ class MemoryHabits(Spec):
     """The last pipeline stage keeps every microbatch's output (the 16-bit logits) until the
     step returns (torch.distributed.pipelining's output_chunks, merged by ``step()``); false:
     each is freed after its loss backward."""
+    unit_grads_materialised: bool
+    """A unit's weight gradients are first materialised whole in the 16-bit compute dtype
+    (autograd's ``.grad`` on the unsharded parameters) and then added into the deferred
+    accumulator or copied into a reduce-scatter input of the unit's size in the reduction
+    dtype, which lives until the next unit's reduction (FSDP2's post-backward and
+    ``foreach_reduce``); false: the weight-gradient GEMMs write into the stack's gradient
+    buffer, reduced in ``grad_bucket_size_bytes`` buckets (Megatron)."""
     backward_buffers_after_loss: bool
     """The backward's prefetched gather and its gradient reduction are issued from the layers'
     backward hooks, after the loss backward, so they never coexist with the loss phase (FSDP2:

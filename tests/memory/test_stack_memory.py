@@ -289,3 +289,37 @@ def test_the_loss_phase_and_a_layer_recompute_never_add_up(framework):
     excess = last.breakdown_bytes.get("activations.recompute_working", 0.0)
     assert excess == pytest.approx(max(0.0, working - loss_phase))
     assert loss_phase + excess == pytest.approx(max(loss_phase, working))
+
+
+def test_fsdp2_shards_the_fp32_master_and_keeps_fp32_sharded_gradients():
+    """Closed form: no 16-bit shard under ZeRO-3 and 4 bytes per sharded gradient under
+    ZeRO-2/3, over the shard group; the optimizer's 12 bytes (master and moments) as before."""
+    for zero in (2, 3):
+        spec = zero3(f"parallel.zero_stage={zero}")
+        params = rank_params(spec, 0)
+        n = spec.parallel.dp
+        states = estimate_memory(spec, 80e9).breakdown_bytes
+        assert states["gradients"] == pytest.approx(4 * params.dense / n)
+        assert states["optimizer"] == pytest.approx(12 * params.dense / n)
+        assert states["weights"] == pytest.approx(0 if zero == 3 else 2 * params.dense)
+    fsdp1 = estimate_memory(zero3(framework="pytorch-fsdp1"), 80e9).breakdown_bytes
+    params = rank_params(zero3(), 0)
+    assert fsdp1["weights"] == pytest.approx(2 * params.dense / 16)
+    assert fsdp1["gradients"] == pytest.approx(2 * params.dense / 16)
+
+
+def test_fsdp2_materialises_a_units_gradients_before_reducing_them():
+    """The unit's 16-bit gradients (2 bytes per parameter of the largest layer), and, when
+    each backward reduce-scatters, its fp32 reduce-scatter input as the gradient bucket;
+    under a deferred pipeline reduction the bucket stays the profile's."""
+    spec = zero3("parallel.recompute=full")  # small vocabulary: the backward phase dominates
+    unit = rank_params(spec, 0).largest_layer
+    est = estimate_memory(spec, 80e9).breakdown_bytes
+    assert est["buffers.unit_grads"] == pytest.approx(2 * unit)
+    assert est["buffers.dp_bucket"] == pytest.approx(4 * unit)
+    piped = pipelined()
+    first = estimate_stage_memory(piped, 80e9, 0).breakdown_bytes
+    assert first["buffers.unit_grads"] == pytest.approx(2 * rank_params(piped, 0).largest_layer)
+    assert first["buffers.dp_bucket"] == pytest.approx(piped.parallel.grad_bucket_size_bytes)
+    megatron = estimate_memory(zero3(framework="megatron-core"), 80e9).breakdown_bytes
+    assert "buffers.unit_grads" not in megatron
