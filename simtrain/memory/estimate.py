@@ -39,6 +39,8 @@ from simtrain.memory.model_states import (
     FP8_GATHER_BYTES,
     GRAD_BYTES,
     WEIGHT_BYTES,
+    RankParams,
+    defers_grad_reduce,
     fp8_copy_bytes,
     fp8_gathers,
     rank_model_states,
@@ -219,12 +221,11 @@ def _logits(spec: ExperimentSpec, stage: int) -> float:
     return m.seq_length / p.cp * p.micro_batch_size * m.vocab_size / p.tp
 
 
-def _gather_unit_bytes(spec: ExperimentSpec, stage: int) -> float:
+def _gather_unit_bytes(spec: ExperimentSpec, params: RankParams) -> float:
     """One unit of a sharded-data-parallel all-gather: the rank's largest layer, gathered.
 
     16-bit, its linear weights in FP8 when the stack gathers them so.
     """
-    params = rank_params(spec, stage)
     unit = WEIGHT_BYTES * params.largest_layer
     if fp8_gathers(spec):  # the layer's linear weights arrive in FP8
         linear_per_layer = params.linear_weights / max(len(params.layers), 1)
@@ -267,8 +268,9 @@ def _buffers(spec: ExperimentSpec, stage: int, actions: list[Action]) -> dict[st
     if p.sp and p.tp > 1:
         items["buffers.sp_all_gather"] = ACT_BYTES * sbh
     zero = effective_zero_stage(spec)
-    unit_params = rank_params(spec, stage).largest_layer
-    deferred = unsharded_grad_bytes(spec, stage) > 0
+    params = rank_params(spec, stage)
+    unit_params = params.largest_layer
+    deferred = defers_grad_reduce(spec)
     if p.zero_stage >= 2 and (p.dp or 1) * p.cp > 1:
         bucket = float(p.grad_bucket_size_bytes)
         if profile.memory.unit_grads_materialised and not deferred:
@@ -281,7 +283,7 @@ def _buffers(spec: ExperimentSpec, stage: int, actions: list[Action]) -> dict[st
     if zero == 3:
         # The layer being computed plus what the stack prefetches (FSDP: one unit ahead;
         # DeepSpeed: up to its prefetch bucket).
-        unit = _gather_unit_bytes(spec, stage)
+        unit = _gather_unit_bytes(spec, params)
         ahead = sharding.prefetch_units * unit
         if sharding.gather_granularity != "per_unit":
             ahead = min(ahead, sharding.prefetch_bytes)
@@ -290,11 +292,11 @@ def _buffers(spec: ExperimentSpec, stage: int, actions: list[Action]) -> dict[st
             items["buffers.zero3_prefetch"] = ahead
         if sharding.root_unsharded_through_step:
             # embedding, final norm and LM head stay gathered in 16 bits for the step
-            items["buffers.zero3_root"] = WEIGHT_BYTES * rank_params(spec, stage).outside_layers
+            items["buffers.zero3_root"] = WEIGHT_BYTES * params.outside_layers
     gathers_in_step = zero == 3 or (zero == 2 and sharding.zero2_param_gather == "forward")
     if gathers_in_step and sharding.gather_output_buffers:
         items["buffers.gather_outputs"] = sharding.gather_output_buffers * _gather_unit_bytes(
-            spec, stage
+            spec, params
         )
     if p.ep > 1 and m.is_moe:
         items["buffers.ep_all_to_all"] = 2 * ACT_BYTES * sbh * m.moe_top_k / sp_div

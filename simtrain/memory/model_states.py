@@ -244,6 +244,22 @@ def fp8_gathers(spec: ExperimentSpec) -> bool:
     )
 
 
+def defers_grad_reduce(spec: ExperimentSpec) -> bool:
+    """Whether pipeline ranks accumulate unsharded gradients over the step's microbatches.
+
+    Under pipeline parallelism with more than one microbatch and ZeRO-2/3, when the stack's
+    pipeline engine defers the reduction to the last microbatch (profile
+    ``sharding.pipeline_defers_grad_reduce``).
+    """
+    p = spec.parallel
+    return (
+        p.pp > 1
+        and p.num_microbatches > 1
+        and effective_zero_stage(spec) >= 2
+        and get_framework(spec.training.framework).sharding.pipeline_defers_grad_reduce
+    )
+
+
 def unsharded_grad_bytes(spec: ExperimentSpec, rank: int) -> float:
     """Unsharded gradients pipeline rank ``rank`` accumulates across a step's microbatches.
 
@@ -255,15 +271,9 @@ def unsharded_grad_bytes(spec: ExperimentSpec, rank: int) -> float:
     holding P parameters (after TP) keeps 4·P bytes under FSDP2 with fp32 reduction: Llama 3.1
     405B on pp = 8, tp = 8 puts about 6.2e9 parameters on a rank, 25 GB.
     """
-    p = spec.parallel
-    sharding = get_framework(spec.training.framework).sharding
-    if not (
-        p.pp > 1
-        and p.num_microbatches > 1
-        and effective_zero_stage(spec) >= 2
-        and sharding.pipeline_defers_grad_reduce
-    ):
+    if not defers_grad_reduce(spec):
         return 0.0
+    sharding = get_framework(spec.training.framework).sharding
     if sharding.unsharded_grad_dtype == "reduce":
         per_param = GRAD_REDUCE_BYTES[spec.training.grad_reduce_dtype or "fp32"]
     else:
