@@ -349,8 +349,9 @@ class MemoryRow:
 def torchtitan_memory_rows() -> list[MemoryRow]:
     """torchtitan's Dec-2024 H100 (96 GB HBM2e) and Jun-2025 H200 runs with memory (§C2b, d).
 
-    Eager bf16 rows and the compile/Float8 variants, as printed; layouts FSDP, FSDP x TP and
-    FSDP x TP x PP. Seq 8,192; "selective" AC is torchtitan's default (every second layer).
+    Eager bf16 rows and the compile/Float8 variants, as printed (the 2-D 70B run with and
+    without async TP); layouts FSDP, FSDP x TP and FSDP x TP x PP. Seq 8,192; "selective" AC
+    is torchtitan's default (every second layer).
     Float8 rows (tables 1, 3, 4, 5: "compile + Float8") train in FP8 (``dtype: fp8``).
     Under PP, FSDP keeps the gathered parameters between forward and backward (torchtitan's
     reshard_after_forward=False under PP: ZeRO-2 here) and the local batch is split into as
@@ -363,7 +364,10 @@ def torchtitan_memory_rows() -> list[MemoryRow]:
     """
     h100 = {"accelerator": "H100-SXM", "gpus_per_node": 8, "scale_out_link": "roce-400g"}
 
-    def row(key, model, gpus, tp, pp, local, recompute, measured, float8=False, vpp=1, cp=1):
+    def row(
+        key, model, gpus, tp, pp, local, recompute, measured, float8=False, vpp=1, cp=1,
+        async_tp=False,
+    ):  # fmt: skip
         # context-parallel rows run 32K tokens of a sequence per rank (tables 2 and 6)
         seq = 32768 * cp if "-cp" in key else None
         dp = gpus // (tp * pp * cp)
@@ -377,6 +381,7 @@ def torchtitan_memory_rows() -> list[MemoryRow]:
             "zero_stage": 3 if pp == 1 else 2,
             **TORCHTITAN_RECOMPUTE[recompute],
             **({"pipeline_schedule": "interleaved", "vpp": vpp} if vpp > 1 else {}),
+            **({"tp_comm_overlap": "gemm"} if async_tp else {}),
         }
         training = {"framework": "torchtitan", **({"dtype": "fp8"} if float8 else {})}
         spec = {
@@ -396,6 +401,18 @@ def torchtitan_memory_rows() -> list[MemoryRow]:
         row("8b-fsdp128-compile", "Llama 3 8B", 128, 1, 1, 2, "selective", 62.0),
         row("8b-fsdp128-compile-float8", "Llama 3 8B", 128, 1, 1, 2, "selective", 61.8, True),
         row("70b-fsdp32-tp8", "Llama 3 70B", 256, 8, 1, 16, "full", 71.9, True),
+        row(
+            "70b-fsdp32-tp8-async-tp",
+            "Llama 3 70B",
+            256,
+            8,
+            1,
+            16,
+            "full",
+            67.6,
+            True,
+            async_tp=True,
+        ),
         row("405b-fsdp8-tp8-pp8-1f1b", "Llama 3.1 405B", 512, 8, 8, 32, "full", 82.5, True),
         row(
             "405b-fsdp8-tp8-pp8-interleaved",

@@ -111,6 +111,22 @@ class ShardingBehaviour(Spec):
     """Under FP8 training the weight shards of the linear layers are cast to FP8 before the
     all-gather, so a gathered (unsharded) weight holds 1 byte per element and is itself the
     FP8 operand (torchao's enable_fsdp_float8_all_gather); false: 16-bit gathers."""
+    param_shard_is_master: bool
+    """The sharded parameter is the fp32 master weight and its gradient is kept in that dtype
+    (FSDP2: the original parameter is sharded as a DTensor and cast to the compute dtype by
+    the all-gather; the reduce-scatter output becomes its fp32 gradient): under ZeRO-3 no
+    16-bit shard exists, and under ZeRO-2/3 a sharded gradient holds 4 bytes per parameter;
+    false: a 16-bit shard and a 16-bit sharded gradient beside the optimizer's master."""
+    root_unsharded_through_step: bool
+    """Under ZeRO-3 the parameters outside the wrapped blocks (the root unit: token embedding,
+    final norm and LM head under torchtitan's wrapping) stay gathered from the forward to the
+    end of the backward (FSDP2 does not reshard its root module after the forward); false:
+    gathered and freed like a block."""
+    gather_output_buffers: int = bounded(ge=0, le=8, why="8x FSDP2's two")
+    """Flat all-gather output buffers, one gathered unit each, that the stack holds apart from
+    the unsharded parameters they are copied into (FSDP2: two, on its all-gather streams,
+    whose blocks the caching allocator gives to no other stream); 0 when the gathered buffer
+    is the parameters' own storage (FSDP1's FlatParameter, DeepSpeed, Megatron)."""
 
 
 class MemoryHabits(Spec):
@@ -156,6 +172,34 @@ class MemoryHabits(Spec):
     output, not an input of any checkpointed layer) for its backward
     (torch.distributed.pipelining's forward cache); false: the output's storage is freed once
     sent (Megatron's deallocate_output_tensor)."""
+    pipeline_recv_buffers_per_microbatch: bool
+    """The pipeline engine allocates a receive buffer for every microbatch of the step, for
+    activations (on stages after the first) and for gradients (on stages before the last),
+    and keeps them (torch.distributed.pipelining); false: a send and a receive buffer per
+    direction in flight (Megatron's p2p communication)."""
+    pipeline_keeps_last_outputs: bool
+    """The last pipeline stage keeps every microbatch's output (the 16-bit logits) until the
+    step returns (torch.distributed.pipelining's output_chunks, merged by ``step()``); false:
+    each is freed after its loss backward."""
+    unit_grads_materialised: bool
+    """A unit's weight gradients are first materialised whole in the 16-bit compute dtype
+    (autograd's ``.grad`` on the unsharded parameters) and then added into the deferred
+    accumulator or copied into a reduce-scatter input of the unit's size in the reduction
+    dtype, which lives until the next unit's reduction (FSDP2's post-backward and
+    ``foreach_reduce``); false: the weight-gradient GEMMs write into the stack's gradient
+    buffer, reduced in ``grad_bucket_size_bytes`` buckets (Megatron)."""
+    backward_buffers_after_loss: bool
+    """The backward's prefetched gather and its gradient reduction are issued from the layers'
+    backward hooks, after the loss backward, so they never coexist with the loss phase (FSDP2:
+    explicit prefetch from a block's pre-backward, reduce-scatter from its post-backward);
+    false: counted on top of it (a compiler may issue them earlier)."""
+    final_norm_bytes_per_element: float = bounded(
+        ge=0, le=16, why="four fp32 copies of the norm's input"
+    )
+    """Bytes the final norm (before the LM head) keeps per element of its input for the
+    backward: 2 for a fused or compiled norm (its 16-bit input, Korthikanti et al. 2022), 6
+    for an eager RMSNorm that upcasts (the fp32 copy of its input, 4, and the 16-bit
+    normalised output its weight's gradient reads, 2)."""
     runtime_reserved_bytes: float = bounded(
         ge=0, le=16e9, why="16 GB, 5x a CUDA context with NCCL and cuBLAS workspaces"
     )
