@@ -148,8 +148,11 @@ class _Gradients:
         slowdowns: per reducing action, its compute's slowdown under a collective
             (interference; empty: none).
         inside: per reducing action, the compute seconds its own buckets add to it while it runs
-            (their overlap with its compute, the gradient stream taken free at its start);
-            :meth:`finish` prices the rest of their flight (empty: none).
+            (their overlap with its compute, the gradient stream taken free at its start, and
+            the gathers they hold up on a shared communicator); :meth:`finish` prices the
+            rest of their flight (empty: none).
+        inside_host: the same for the host's share of its end (a host setting the pace
+            hides part of it; empty: none).
         positions: the reducing actions' positions among the rank's actions that compute
             weight gradients (in program order: the positions of their marks).
         trailing: per reducing action, the compute seconds its buckets still in flight at
@@ -165,6 +168,7 @@ class _Gradients:
     optimizer_host_s: float = 0.0
     slowdowns: tuple[float, ...] = ()
     inside: tuple[float, ...] = ()
+    inside_host: tuple[float, ...] = ()
     positions: tuple[int, ...] = ()
     trailing: tuple[float, ...] = ()
 
@@ -307,11 +311,23 @@ class _Setup:
         return self.zero_stage >= 2 and self.profile.sharding.reduce_every_microbatch
 
     @property
+    def bucket_stream(self) -> str | None:
+        """The stream the gradient buckets share with the backward's parameter gathers.
+
+        ZeRO-3 reduce-scatters and gathers over the shard group's one communicator unless
+        the stack gives the reduce-scatters a group of their own (as the builder's reducer);
+        None: the buckets' stream holds nothing else of the action.
+        """
+        if self.zero_stage == 3 and not self.profile.sharding.separate_reduce_scatter_group:
+            return f"{SHARD_AXIS}_comm"
+        return None
+
+    @property
     def grad_key(self) -> tuple[Any, ...]:
         """What a rank's gradient reduction depends on besides its actions and context."""
         p = self.spec.parallel
         return (self.zero_stage, p.grad_bucket_size_bytes, p.overlap_replica_grad_reduce,
-                self.spec.training.grad_reduce_dtype)  # fmt: skip
+                self.spec.training.grad_reduce_dtype, self.bucket_stream)  # fmt: skip
 
 
 def _chain_actions(
@@ -626,7 +642,7 @@ class Estimator:
         """
         num = len(setup.ranks)
         all_grads = []
-        inside: dict[Slot, float] = {}
+        inside: dict[Slot, tuple[float, float]] = {}
         trail: dict[Slot, float] = {}
         for r in range(num):
             key = (shape.key, r, setup.grad_key)  # the shape's key determines its actions
@@ -636,9 +652,11 @@ class Estimator:
                     setup, r, shape.grad_actions[r], self._following(shape, r)
                 )
             all_grads.append(grads)
-            for i, extra in zip(grads.positions, grads.inside, strict=False):
-                if extra:
-                    inside[shape.grad_actions[r][i]] = extra
+            for i, extra, extra_host in zip(
+                grads.positions, grads.inside, grads.inside_host, strict=False
+            ):
+                if extra or extra_host:
+                    inside[shape.grad_actions[r][i]] = (extra, extra_host)
             for i, extra in zip(grads.positions, grads.trailing, strict=False):
                 slot = shape.grad_actions[r][i]
                 if extra > trail.get(slot, 0.0):
@@ -646,14 +664,14 @@ class Estimator:
         if inside or trail:
             table = list(table)
             for k, slot in enumerate(shape.slots):
-                extra, later = inside.get(slot, 0.0), trail.get(slot, 0.0)
+                (extra, extra_host), later = inside.get(slot, (0.0, 0.0)), trail.get(slot, 0.0)
                 if extra and isinstance(slot, PairSlot):
                     row = table[k]
                     table[k] = (*slowed_row(row[:7], extra), row[7])  # type: ignore[arg-type]
-                elif extra or later:
+                elif extra or extra_host or later:
                     a, b, hop, ha, hb, *rest = table[k]
-                    a, ha = a + extra, ha + extra
-                    b, hb = max(b + extra, a + later), max(hb + extra, ha + later)
+                    a, ha = a + extra, ha + extra_host
+                    b, hb = max(b + extra, a + later), max(hb + extra_host, ha + later)
                     table[k] = (a, b, hop, ha, hb, *rest)
         rules = (setup.sync_on_p2p, setup.blocking_sends)
         key = (shape.key, rules, tuple(row[:7] for row in table))
@@ -720,7 +738,11 @@ class Estimator:
         bucket_bytes = 1 if per_unit else p.grad_bucket_size_bytes
         every_mb = stage >= 2 and sharding.reduce_every_microbatch
         overlap_replica = p.overlap_replica_grad_reduce is not False
+        shared = setup.bucket_stream is not None
         durations: dict[float, Flush] = {}
+        # seconds a bucket holds the stream it shares with the gathers (its reduce-scatter;
+        # the all-reduce across shard groups runs on a stream of its own)
+        walked_s: dict[float, float] = {}
 
         def bucket(offset: tuple[float, float, float] | None, size: float) -> Flush:
             found = durations.get(size)
@@ -732,6 +754,7 @@ class Estimator:
                 elif issues:
                     if len(shard) > 1:
                         grad_s = self._collective_s(network, "reduce_scatter", shard, size)
+                    walked_s[size] = grad_s
                     if len(replica) > 1:
                         across = self._collective_s(
                             network, "all_reduce", replica, size / len(shard)
@@ -748,6 +771,7 @@ class Estimator:
         flushes: list[tuple[Flush, ...]] = []
         slowdowns: list[float] = []
         inside: list[float] = []
+        inside_host: list[float] = []
         trailing: list[float] = []
         timings: dict[Slot, tuple[ActionTiming, float]] = {}
         pending, elements, fp8_elements = 0.0, 0, 0
@@ -782,17 +806,24 @@ class Estimator:
                     found.append(bucket((layer_end, host_end, recv_end), pending))
                     where.append(j)
                     if found[-1][5]:
-                        issued.append((layer, found[-1][3]))
+                        seconds = walked_s[pending] if shared else found[-1][3]
+                        issued.append((layer, seconds))
                     pending = 0.0
             extra, after = 0.0, -1.0  # -1: the buckets after its end priced in finish()
+            extra_host: float | None = None  # the host's share when walked (None: extra)
             left: list[tuple[float, float]] | None = None  # walked: buckets in flight at its end
-            if sigma and not isinstance(slot, PairSlot):
+            if (sigma or shared) and not isinstance(slot, PairSlot):
                 if issued:
                     # the action walked again with its buckets (engine rules); they issue
-                    # when their layers end in that walk
+                    # when their layers end in that walk, and its gathers queue behind them
+                    # on a shared communicator
                     slowed = self._timing(setup, slot, setup.context.chunks, tuple(issued))
                     if slowed is not None:
                         extra = max(0.0, slowed.compute_end_s - timing.compute_end_s)
+                        if timing.compute_end_host_s > NO_HOST / 2:
+                            extra_host = max(
+                                0.0, slowed.compute_end_host_s - timing.compute_end_host_s
+                            )
                         ends, host_ends = slowed.layer_end_s, slowed.layer_end_host_s
                         for n, j in enumerate(where):
                             found[n] = (ends[j][1], host_ends[j], *found[n][2:])
@@ -820,6 +851,7 @@ class Estimator:
                 pending = 0.0
             flushes.append(tuple(found))
             inside.append(extra)
+            inside_host.append(extra if extra_host is None else extra_host)
             trailing.append(after)
         factor = len(shard) if stage >= 1 else 1
         step: tuple[Op, ...] = (optimizer_op(elements / factor, spec.training.optimizer),)
@@ -844,7 +876,8 @@ class Estimator:
             gather_s=gather,
             optimizer_host_s=optimizer_host_s,
             slowdowns=tuple(slowdowns) if any(slowdowns) else (),
-            inside=tuple(inside) if any(inside) else (),
+            inside=tuple(inside) if any(inside) or any(inside_host) else (),
+            inside_host=tuple(inside_host) if any(inside) or any(inside_host) else (),
             trailing=tuple(trailing) if any(x >= 0 for x in trailing) else (),
         )
 
@@ -1017,8 +1050,9 @@ class Estimator:
         hooks = reduces and setup.hooks[slot.rank]
         models, groups = self._rank_signature(setup, slot.rank, slot.chunk, chunk)
         body = chunk.source.body(slot.body, chunk.probe)
+        stream = setup.bucket_stream if buckets or incoming else None
         key = (id(chunk.source), len(chunk.layers), chunk.base, body, hooks, models, buckets,
-               incoming)  # fmt: skip
+               incoming, stream)  # fmt: skip
         if key in self._timings:
             return self._timings[key]
         compute, network = setup.compute, setup.network
@@ -1028,11 +1062,12 @@ class Estimator:
 
         def walker(plan: SegmentPlan) -> ActionTiming:
             named = _sample_buckets(self._order(plan, chunk), chunk, buckets) if buckets else ()
-            walk_key = (id(plan), models, named, incoming)  # plans are cached: stable ids
+            walk_key = (id(plan), models, named, incoming, stream)  # plans are cached: stable ids
             done = self._walks.get(walk_key)
             if done is None:
                 times = self._segment_times(setup, compute, plan)
-                done = self._walks[walk_key] = walk(plan, times, comm_s, named, incoming)
+                done = walk(plan, times, comm_s, named, incoming, stream)
+                self._walks[walk_key] = done
             return done
 
         timing: ActionTiming | None
@@ -1046,7 +1081,7 @@ class Estimator:
             plain = self._timing(setup, slot, chunks)
             assert plain is not None
             probe = chunk.source.plan(body, hooks, range(chunk.base, chunk.base + SAMPLE_LAYERS[1]))
-            base_key = (id(probe), models, (), ())
+            base_key = (id(probe), models, (), (), None)
             base = self._walks.get(base_key)
             if base is None:
                 times = self._segment_times(setup, compute, probe)

@@ -20,7 +20,7 @@ asynchronous tensor-parallel communication in the backward).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from simtrain.catalog.frameworks import get_framework
@@ -149,7 +149,7 @@ class _RankBuilder:
 
     def emit(self, plan: SegmentPlan, label: str, stage: int, microbatch: int) -> dict[int, int]:
         """Append a segment plan as tasks; return the last compute task of each layer."""
-        blocks = self.emit_blocks(plan, label, stage, microbatch)
+        blocks = self.emit_blocks(plan, label, stage, microbatch, None)
         while True:
             try:
                 next(blocks)
@@ -157,15 +157,23 @@ class _RankBuilder:
                 return done.value
 
     def emit_blocks(
-        self, plan: SegmentPlan, label: str, stage: int, microbatch: int
+        self,
+        plan: SegmentPlan,
+        label: str,
+        stage: int,
+        microbatch: int,
+        layer_done: Callable[[int, int], None] | None,
     ) -> Generator[None, None, dict[int, int]]:
         """:meth:`emit`, pausing before each compute task that waits for a collective.
 
         The pauses are where another microbatch's work can fill the gap (two-microbatch
-        overlap). Returns the last compute task of each layer.
+        overlap). ``layer_done(layer, task)`` is called as each layer's last compute task is
+        appended, before the collectives issued after it (a gradient hook's place in the
+        issue order). Returns the last compute task of each layer.
         """
         last_of_layer: dict[int, int] = {}
         issued: dict[int, int] = {}  # segment position -> task index of its collective
+        ends = _layer_ends(plan) if layer_done is not None else {}
         for position, seg in enumerate(plan.segments):
             if seg.is_comm:
                 issued[position] = self.comm(seg.ops[0], label, microbatch)
@@ -189,6 +197,8 @@ class _RankBuilder:
             for layer in seg.layers:
                 last_of_layer[layer] = index
             self.last_compute, self.waiting = index, []
+            for layer in ends.get(position, ()):
+                layer_done(layer, index)
         self.deferred += [issued[w] for w in plan.trailing]
         return last_of_layer
 
@@ -535,6 +545,7 @@ class _StepAssembler:
             self.zero_stage,
             bucket,
             overlap_replica=p.overlap_replica_grad_reduce is not False,
+            shares_gather_communicator=not sharding.separate_reduce_scatter_group,
         )
         # Routed experts are replicated only over the expert-data-parallel group.
         experts = _GradientReducer(
@@ -569,7 +580,9 @@ class _StepAssembler:
                 if chunk > 0:
                     rb.waiting.append(f"{pipeline}:F{chunk - 1}:{mb}")
                 body = "first_forward" if first_forward.setdefault(chunk, mb) == mb else "forward"
-                yield from rb.emit_blocks(self._segments(chunk, body, False), label, chunk, mb)
+                yield from rb.emit_blocks(
+                    self._segments(chunk, body, False), label, chunk, mb, None
+                )
                 tail = rb.settle()
                 if chunk < self.num_chunks - 1:
                     self._send(rb, f"{pipeline}:F{chunk}:{mb}", chunk + 1, label, chunk, mb, tail)
@@ -582,25 +595,30 @@ class _StepAssembler:
             computes_grads = action.kind == "W" or not split_w
             reduces = owns_grads or (every_mb and computes_grads)
             segments = self._segments(chunk, body, reduces and hooks)
-            last_of_layer = yield from rb.emit_blocks(segments, label, chunk, mb)
+            ops = self.chunks[chunk]
+
+            def reduce_layer(layer: int, task: int) -> None:
+                """A layer's gradients are ready: its hook adds them to the buckets."""
+                routed = ops.expert_elements.get(layer, 0)
+                dense = ops.layer_elements.get(layer, 0) - routed
+                grads.add(dense * self.grad_bytes, task, overlap=hooks)
+                experts.add(routed * self.grad_bytes, task, overlap=hooks)
+
+            yield from rb.emit_blocks(segments, label, chunk, mb, reduce_layer if reduces else None)
             rb.settle()
             if action.kind == "B" and chunk > 0:
                 after = [rb.last_compute] if rb.last_compute is not None else []
                 self._send(rb, f"{pipeline}:B{chunk}:{mb}", chunk - 1, label, chunk, mb, after)
-            ops = self.chunks[chunk]
             if owns_grads:
                 totals["elements"] += ops.weight_elements
                 totals["experts"] += sum(ops.expert_elements.values())
                 totals["fp8"] += ops.fp8_elements
             if reduces:
-                for layer, task in last_of_layer.items():
-                    routed = ops.expert_elements.get(layer, 0)
-                    dense = ops.layer_elements.get(layer, 0) - routed
-                    grads.add(dense * self.grad_bytes, task, overlap=hooks)
-                    experts.add(routed * self.grad_bytes, task, overlap=hooks)
                 if every_mb:
                     grads.flush(rb.last_compute)
                     experts.flush(rb.last_compute)
+                grads.release()
+                experts.release()
 
         for step in self.steps_by_stage[stage]:
             _interleave(rb, [run(action) for action in step])
@@ -608,6 +626,8 @@ class _StepAssembler:
         dense_elements = totals["elements"] - expert_elements
         grads.flush(rb.last_compute)
         experts.flush(rb.last_compute)
+        grads.release()
+        experts.release()
         sharded = self.zero_stage >= 1
         updated = dense_elements / (len(grads.shard) if sharded else 1)
         updated += expert_elements / (len(experts.shard) if sharded else 1)
@@ -621,6 +641,19 @@ class _StepAssembler:
         if self.zero_stage in (1, 2) and not gathers_in_forward(self.spec):
             grads.all_gather_params(dense_elements * ACT_BYTES, rb.last_compute)
             experts.all_gather_params(expert_elements * ACT_BYTES, rb.last_compute)
+
+
+def _layer_ends(plan: SegmentPlan) -> dict[int, list[int]]:
+    """The layers whose last compute segment is at each position of ``plan``."""
+    last: dict[int, int] = {}
+    for position, seg in enumerate(plan.segments):
+        if not seg.is_comm:
+            for layer in seg.layers:
+                last[layer] = position
+    ends: dict[int, list[int]] = defaultdict(list)
+    for layer, position in last.items():
+        ends[position].append(layer)
+    return ends
 
 
 def _interleave(rb: _RankBuilder, flows: list[Iterator[None]]) -> None:
@@ -674,8 +707,16 @@ class _GradientReducer:
     bucket_size_bytes: float
     overlap_replica: bool = True
     expert: bool = False
+    shares_gather_communicator: bool = False
+    """The dense shard group's reduce-scatters and parameter gathers go through one
+    communicator (``ShardingBehaviour.separate_reduce_scatter_group`` false): they queue on
+    one stream in issue order, the gathers' (``dp_shard_comm``)."""
     pending_bytes: float = 0.0
     tasks: list[int] = field(default_factory=list)
+    held: list[tuple[int | None, float]] = field(default_factory=list)
+    """(reduce-scatter task, shard bytes) of the all-reduces across shard groups waiting
+    for the end of the backward (not overlapped)."""
+    issued: int = 0  # collectives issued: the sequence number in their collective keys
     group: tuple[int, ...] = ()
     shard: tuple[int, ...] = ()
     replica: tuple[int, ...] = ()
@@ -708,20 +749,34 @@ class _GradientReducer:
             last = self._collective("grad_reduce_scatter", "reduce_scatter", size, after)
         if len(self.replica) > 1:
             shard_bytes = size / len(self.shard)
-            # Not overlapped: no compute runs beside it, the same as each layer's backward
-            # waiting for its reduction; it starts once the backward is done, on a stream of
-            # its own so that the reduce-scatters queued behind it still overlap.
-            extra = None if self.overlap_replica else self.rb.last_compute
-            last = self._collective(
-                "grad_all_reduce_across_shards",
-                "all_reduce",
-                shard_bytes,
-                last,
-                self.replica,
-                extra_after=extra,
-            )
+            if not self.overlap_replica:  # issued by release() once the backward is done
+                self.held.append((last, shard_bytes))
+                return
+            last = self._across_shards(shard_bytes, last, None)
         if last is not None:
             self.tasks.append(last)
+
+    def release(self) -> None:
+        """Issue the held all-reduces across shard groups after the rank's last compute.
+
+        Not overlapped: no compute runs beside them, the same as each layer's backward
+        waiting for its reduction; each starts once the backward is done, on a stream of its
+        own so that the reduce-scatters queued behind it still overlap.
+        """
+        for last, shard_bytes in self.held:
+            self.tasks.append(self._across_shards(shard_bytes, last, self.rb.last_compute))
+        self.held = []
+
+    def _across_shards(self, shard_bytes: float, after: int | None, extra: int | None) -> int:
+        """All-reduce a reduced shard over the replica group (hybrid sharding)."""
+        return self._collective(
+            "grad_all_reduce_across_shards",
+            "all_reduce",
+            shard_bytes,
+            after,
+            self.replica,
+            extra_after=extra,
+        )
 
     def all_gather_params(self, size_bytes: float, after: int | None) -> None:
         """ZeRO >= 1: gather the updated 16-bit parameters after the optimizer step."""
@@ -747,12 +802,18 @@ class _GradientReducer:
             axis=self.rb.dp_axis,
             comm_bytes=size,
         )
-        seq = len(self.tasks)
+        seq, self.issued = self.issued, self.issued + 1
         tag = "edp" if self.expert else "dp"
+        if extra_after is not None:
+            stream = "dp_replica_comm"
+        elif self.shares_gather_communicator and group == self.shard:
+            stream = f"{SHARD_AXIS}_comm"
+        else:
+            stream = "dp_grad_comm"
         return self.rb.add(
             Task(
                 self.rb.rank,
-                "dp_grad_comm" if extra_after is None else "dp_replica_comm",
+                stream,
                 f"{tag}:{name}",
                 "dp_comm",
                 (op,),

@@ -127,6 +127,11 @@ class ShardingBehaviour(Spec):
     the unsharded parameters they are copied into (FSDP2: two, on its all-gather streams,
     whose blocks the caching allocator gives to no other stream); 0 when the gathered buffer
     is the parameters' own storage (FSDP1's FlatParameter, DeepSpeed, Megatron)."""
+    separate_reduce_scatter_group: bool
+    """The gradient reduce-scatters run on a process group of their own, so they overlap the
+    parameter all-gathers (fairscale FSDP's ``process_group_reduce_scatter``); false: both go
+    through the shard group's one NCCL communicator, which runs one collective at a time in
+    issue order (PyTorch FSDP1 and FSDP2, Megatron-FSDP and DeepSpeed by default)."""
 
 
 class MemoryHabits(Spec):
