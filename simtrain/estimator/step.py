@@ -517,7 +517,8 @@ class Estimator:
         setup = _Setup(
             spec, compute, network, layout, ranks, dp_axis, hooks, p2p_bytes, context,
             zero_stage, profile, make_shard(spec).recipe, host,
-            host and p.pp > 1 and getattr(compute, "execution_mode", "eager") == "eager",
+            host and p.pp > 1 and getattr(compute, "execution_mode", "eager") == "eager"
+            and not p.overlap_p2p_comm,
             collective_issue_s(compute) if host else 0.0,
             bool(getattr(getattr(compute, "calibration", None), "collective_sms", 0)),
             not p.overlap_p2p_comm,

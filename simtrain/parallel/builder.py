@@ -460,6 +460,7 @@ class _StepAssembler:
             world_size=world,
             simulated_ranks=tuple(ranks),
             weights={r: (1 if full else world // p.pp) for r in ranks},
+            syncs_on_p2p=not p.overlap_p2p_comm,
         )
         self.deps: dict[int, list[Dep]] = {}
         self.instances: dict[str, int] = {}  # collective key -> its one task
