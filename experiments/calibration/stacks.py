@@ -262,13 +262,13 @@ LLAMA = {  # layers, hidden, heads, kv heads, ffn, vocab, seq
 }
 # torchtitan's activation checkpointing (docs/references/frameworks.md §torchtitan): "full";
 # "selective" with option "2" (its default: every second block fully checkpointed) is full
-# recomputation of half the layers; per-op "op" checkpointing (keeps matmul outputs except
-# every second one, recomputes the rest) is approximated the same way (labelled).
+# recomputation of half the layers; per-op "op" checkpointing (keeps the attention output and
+# every other matmul output, recomputes the rest) is simtrain's per_op.
 TORCHTITAN_RECOMPUTE = {
     "no": {"recompute": "none"},
     "full": {"recompute": "full"},
     "selective layer": {"recompute": "full", "recompute_layer_fraction": 0.5},
-    "selective op": {"recompute": "full", "recompute_layer_fraction": 0.5},
+    "selective op": {"recompute": "per_op"},
     "selective": {"recompute": "full", "recompute_layer_fraction": 0.5},
 }
 
@@ -358,7 +358,7 @@ def torchtitan_h100_rows(text: str) -> list[Row]:
     and pipeline-parallel rows (tables 2, 5, 6) are left out. Their hardware is not in the
     catalog (see :data:`H100_GRAND_TETON`). "compile" is ``execution_mode: compiled`` (blocks
     compiled, final norm and loss eager); Float8 is torchao's dynamic tensorwise scaling,
-    simtrain's ``current`` recipe; "per-op SAC" is mapped as the A100 rows'.
+    simtrain's ``current`` recipe; "per-op SAC" is simtrain's ``per_op``.
     """
     del text  # the rows are transcribed below from the same file's §C2 (b) and (c)
 

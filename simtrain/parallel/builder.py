@@ -47,6 +47,7 @@ from simtrain.workload.transformer import (
     embedding_ops,
     head_ops,
     layer_ops,
+    per_op_recompute,
 )
 
 SHARD_AXIS = "dp_shard"  # pseudo-axis of a rank's ZeRO shard group (see _RankBuilder.group)
@@ -272,6 +273,8 @@ def _layer(spec: ExperimentSpec, shard: Shard, layer: int) -> tuple[LayerOps, tu
         return ops, _recomputed(ops.recomputed(spec.parallel.selective_modules))
     if recompute == "minimal":
         return ops, _recomputed(_minimal_recompute(ops))
+    if recompute == "per_op":
+        return ops, _recomputed(per_op_recompute(spec.model, shard, layer, ops))
     return ops, ()
 
 

@@ -32,13 +32,21 @@ from dataclasses import dataclass, field
 from simtrain.specs.model import ModelSpec
 from simtrain.workload import eager
 from simtrain.workload.branches import Branch, Tokens, attention_branch, mla_branch, mlp_branch
-from simtrain.workload.linear import high_precision_linear
+from simtrain.workload.linear import high_precision_linear, linear_layer
 from simtrain.workload.moe import moe_branch
 from simtrain.workload.ops import Op
 from simtrain.workload.primitives import ACT_BYTES, collective, memory_op
 from simtrain.workload.shard import Shard
 
-__all__ = ["ACT_BYTES", "LayerOps", "Shard", "embedding_ops", "head_ops", "layer_ops"]
+__all__ = [
+    "ACT_BYTES",
+    "LayerOps",
+    "Shard",
+    "embedding_ops",
+    "head_ops",
+    "layer_ops",
+    "per_op_recompute",
+]
 
 
 def tp_comm(
@@ -169,6 +177,37 @@ def recompute_groups(
     groups["moe_act"] = tuple(op for op in mlp.forward if op.name in MOE_ACT_OPS)
     groups["shared_experts"] = tuple(op for op in mlp.forward if op.name.startswith("shared_"))
     return groups
+
+
+def per_op_recompute(model: ModelSpec, shard: Shard, layer: int, ops: LayerOps) -> list[Op]:
+    """Forward ops torchtitan's per-operator selective checkpointing re-runs, in order.
+
+    Its policy (docs/references/frameworks.md §torchtitan) keeps the outputs of the attention
+    kernel and of the odd-numbered matmuls of a block, counted in forward order (wq 1, wk 2,
+    wv 3, wo 4, w1 5, w3 6, w2 7), and recomputes everything else up to the last tensor the
+    backward needs: the norms, the key projection (wk), the rotary embedding and key/value
+    expansion, the output projection (wo), the first residual add, the up projection (w3) and
+    the activation. simtrain's QKV and gate/up GEMMs are fused, so the recomputed key and up
+    projections are GEMMs of their own shapes here. Collectives are not re-run.
+    """
+    t, tok = shard.tp, Tokens.of(model, shard)
+    h, d = model.hidden_size, model.head_size
+    kv, ffn = max(1, model.kv_heads // t), model.ffn_size // t
+    k_proj = linear_layer("k_proj", tok.full, h, kv * d, shard, layer).forward
+    up_proj = linear_layer("mlp_up", tok.full, h, ffn, shard, layer).forward
+    kept = {"qkv", "qkv_cast", "mlp_fc1", "mlp_fc1_cast", "mlp_fc2", "mlp_fc2_cast"}
+    result: list[Op] = []
+    for op in ops.forward:
+        if op.is_comm or op.kind == "attention" or op.name in kept:
+            if op.name == "qkv":
+                result += k_proj
+            elif op.name == "mlp_fc1":
+                result += up_proj
+            continue
+        if op.name == "bias_dropout_add2":  # nothing after w2 is needed by the backward
+            break
+        result.append(op)
+    return result
 
 
 def _norm(name: str, phase: str, size: float, layer: int) -> Op:
