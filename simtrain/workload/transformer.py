@@ -188,24 +188,27 @@ def per_op_recompute(model: ModelSpec, shard: Shard, layer: int, ops: LayerOps) 
     backward needs: the norms, the key projection (wk), the rotary embedding and key/value
     expansion, the output projection (wo), the first residual add, the up projection (w3) and
     the activation. simtrain's QKV and gate/up GEMMs are fused, so the recomputed key and up
-    projections are GEMMs of their own shapes here. Collectives are not re-run.
+    projections are GEMMs of their own shapes here. Of the tensor-parallel collectives only
+    the reduce-scatters are in the saved list: the sequence-parallel all-gathers before the
+    QKV and MLP input projections re-run (and, without sequence parallelism, the all-reduce
+    of the recomputed output projection).
     """
     t, tok = shard.tp, Tokens.of(model, shard)
     h, d = model.hidden_size, model.head_size
     kv, ffn = max(1, model.kv_heads // t), model.ffn_size // t
     k_proj = linear_layer("k_proj", tok.full, h, kv * d, shard, layer).forward
     up_proj = linear_layer("mlp_up", tok.full, h, ffn, shard, layer).forward
-    kept = {"qkv", "qkv_cast", "mlp_fc1", "mlp_fc1_cast", "mlp_fc2", "mlp_fc2_cast"}
+    kept = {"qkv", "qkv_cast", "mlp_fc1", "mlp_fc1_cast"}
     result: list[Op] = []
     for op in ops.forward:
-        if op.is_comm or op.kind == "attention" or op.name in kept:
+        if op.name in ("mlp_fc2_cast", "mlp_fc2"):  # w2's output is kept; nothing after it
+            break  # is needed by the backward (early stop)
+        if op.kind == "attention" or op.name in kept or op.comm == "reduce_scatter":
             if op.name == "qkv":
                 result += k_proj
             elif op.name == "mlp_fc1":
                 result += up_proj
             continue
-        if op.name == "bias_dropout_add2":  # nothing after w2 is needed by the backward
-            break
         result.append(op)
     return result
 

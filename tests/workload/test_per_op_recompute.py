@@ -40,6 +40,13 @@ def test_per_op_reruns_every_other_matmul_and_every_non_matmul_op():
     ]
 
 
+def test_per_op_reruns_the_sequence_parallel_gathers_but_not_the_reduce_scatters():
+    s = spec("parallel.tp=2", "parallel.sp=true")
+    ops = chunk_ops(s, make_shard(s), range(1), True, False)
+    comms = [op.name for op in recomputed(ops.backward) if op.is_comm]
+    assert comms == ["attn_all_gather", "mlp_all_gather"]
+
+
 def test_per_op_recompute_flops_match_the_ops():
     s = spec()
     ops = chunk_ops(s, make_shard(s), range(2), True, False)
