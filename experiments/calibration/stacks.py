@@ -5,7 +5,9 @@ benchmark tables, §C2 torchtitan, §C4 IBM + PyTorch FSDP) and turns each row i
 experiment under the stack's framework profile. Every set is split into a *fit* part and a
 *held-out* part by a rule fixed here, before anything is fitted, and never changed to improve
 a number: a row is held out when the CRC-32 of its key (hardware, model, sequence, GPUs,
-micro-batch, precision, sharding) is divisible by 3 (about a third of the rows).
+micro-batch, precision, sharding) is divisible by 3 (about a third of the rows). The suite
+``torchtitan-h100`` (torchtitan's H100 runs, §C2 b and c) is a check held out as a whole: never
+fitted, and not written as validation cases, since its hardware is not in the catalog.
 
     PYTHONPATH=. python experiments/calibration/stacks.py --report [--suite llm-foundry]
     PYTHONPATH=. python experiments/calibration/stacks.py --trend --suite llm-foundry
