@@ -35,10 +35,11 @@ from simtrain.parallel.stages import chunk_layers, recomputed_layers
 from simtrain.specs.experiment import ExperimentSpec
 from simtrain.specs.framework import GRAD_REDUCE_BYTES
 from simtrain.specs.framework_resolve import effective_zero_stage
+from simtrain.workload.eager import EagerModules
 from simtrain.workload.linear import weight_cast_op
 from simtrain.workload.ops import Op
 from simtrain.workload.optimizers import optimizer_op
-from simtrain.workload.primitives import FP8_DTYPES
+from simtrain.workload.primitives import FP8_DTYPES, memory_op
 from simtrain.workload.transformer import (
     ACT_BYTES,
     LayerOps,
@@ -46,6 +47,7 @@ from simtrain.workload.transformer import (
     embedding_ops,
     head_ops,
     layer_ops,
+    per_op_recompute,
 )
 
 SHARD_AXIS = "dp_shard"  # pseudo-axis of a rank's ZeRO shard group (see _RankBuilder.group)
@@ -271,6 +273,8 @@ def _layer(spec: ExperimentSpec, shard: Shard, layer: int) -> tuple[LayerOps, tu
         return ops, _recomputed(ops.recomputed(spec.parallel.selective_modules))
     if recompute == "minimal":
         return ops, _recomputed(_minimal_recompute(ops))
+    if recompute == "per_op":
+        return ops, _recomputed(per_op_recompute(spec.model, shard, layer, ops))
     return ops, ()
 
 
@@ -329,15 +333,19 @@ def chunk_ops(
     tp_mode = spec.parallel.tp_comm_overlap or "wgrad"
     forward = tp_overlapped(forward, tp_mode, shard.tp, model.num_layers)
     backward = tp_overlapped(backward, tp_mode, shard.tp, model.num_layers)
-    backward_input = [op for op in backward if op.phase != "bwd_weight"]
-    weight = tuple(op for op in backward if op.phase == "bwd_weight")
     tensors = _layer_weight_tensors(backward)
     if embedding:
         tensors[-1].append(embedding)
-    gathered_forward = forward
     sharded = (spec.parallel.dp or 1) * spec.parallel.cp > 1
     stage = effective_zero_stage(spec)
-    behaviour = get_framework(spec.training.framework).sharding
+    profile = get_framework(spec.training.framework)
+    behaviour = profile.sharding
+    if sharded and stage >= 2 and profile.memory.unit_grads_materialised:
+        reduce_bytes = GRAD_REDUCE_BYTES[spec.training.grad_reduce_dtype]
+        backward = with_grad_copy_in(backward, tensors, reduce_bytes)
+    backward_input = [op for op in backward if op.phase != "bwd_weight"]
+    weight = tuple(op for op in backward if op.phase == "bwd_weight")
+    gathered_forward = forward
     if sharded and stage == 3:
         forward = gathered_forward = with_param_gathers(forward, tensors, SHARD_AXIS, behaviour)
         backward = with_param_gathers(backward, tensors, SHARD_AXIS, behaviour)
@@ -358,6 +366,36 @@ def chunk_ops(
         expert_elements=_expert_weight_elements(backward),
         fp8_elements=sum(op.m * op.n * op.batch for op in weight if op.dtype in FP8_DTYPES),
     )
+
+
+def with_grad_copy_in(
+    ops: Sequence[Op], tensors: dict[int, list[int]], reduce_bytes: int
+) -> list[Op]:
+    """``ops`` with each unit's reduce-scatter copy-in after its last backward op.
+
+    FSDP2's ``foreach_reduce`` copies a unit's 16-bit gradients into one flat
+    reduce-scatter input in the reduction dtype (``torch._chunk_cat``, upcasting on the way)
+    on its reduce-scatter stream, and the compute stream waits for that copy before it frees
+    the gradients and goes on (docs/references/frameworks.md §FSDP2 copy-in and copy-out):
+    2 + ``reduce_bytes`` bytes per weight element, once per backward that reduces. Under
+    pipelining, where the reduction waits for the last microbatch, it stands for the upcast
+    into the fp32 accumulator that FSDP2 runs instead (labelled approximation).
+
+    Examples:
+        >>> from simtrain.workload.primitives import memory_op
+        >>> ops = [memory_op(n, "norm", "bwd_input", 1, layer) for n, layer in (("a", 1), ("b", 0))]
+        >>> [(op.name, op.bytes_accessed) for op in with_grad_copy_in(ops, {1: [10], 0: [5]}, 4)]
+        [('a', 1.0), ('grad_copy_in', 60.0), ('b', 1.0), ('grad_copy_in', 30.0)]
+    """
+    result: list[Op] = []
+    for i, op in enumerate(ops):
+        result.append(op)
+        ends_layer = i + 1 == len(ops) or ops[i + 1].layer != op.layer
+        elements = sum(tensors.get(op.layer, ()))
+        if ends_layer and elements:
+            size = elements * (ACT_BYTES + reduce_bytes)
+            result.append(memory_op("grad_copy_in", "elementwise", "bwd_weight", size, op.layer))
+    return result
 
 
 def gathers_in_forward(spec: ExperimentSpec) -> bool:
@@ -394,7 +432,20 @@ def make_shard(spec: ExperimentSpec) -> Shard:
         etp=p.expert_tp,
         dispatcher=p.moe_dispatcher,
         ep_nodes=ep_nodes,
+        eager=eager_modules(spec),
     )
+
+
+def eager_modules(spec: ExperimentSpec) -> EagerModules:
+    """Which of the model's modules run as eager kernel chains (:mod:`simtrain.workload.eager`).
+
+    Under a profile with ``eager_modules``, all of them run eagerly, unless the experiment is
+    compiled: torch.compile then fuses each transformer block, and the final norm and the
+    loss, outside the blocks, stay eager (docs/references/frameworks.md §Eager modules).
+    """
+    if not get_framework(spec.training.framework).eager_modules:
+        return "none"
+    return "head" if spec.training.execution_mode == "compiled" else "all"
 
 
 def p2p_op(spec: ExperimentSpec) -> Op:

@@ -126,7 +126,9 @@ class ShardingBehaviour(Spec):
     """Flat all-gather output buffers, one gathered unit each, that the stack holds apart from
     the unsharded parameters they are copied into (FSDP2: two, on its all-gather streams,
     whose blocks the caching allocator gives to no other stream); 0 when the gathered buffer
-    is the parameters' own storage (FSDP1's FlatParameter, DeepSpeed, Megatron)."""
+    is the parameters' own storage (FSDP1's FlatParameter, DeepSpeed, Megatron). Above 0,
+    every gather is also followed by that copy on the compute stream (the gathered bytes
+    read and written, :func:`simtrain.parallel.sharding.copy_out_op`)."""
     separate_reduce_scatter_group: bool
     """The gradient reduce-scatters run on a process group of their own, so they overlap the
     parameter all-gathers (fairscale FSDP's ``process_group_reduce_scatter``); false: both go
@@ -192,7 +194,10 @@ class MemoryHabits(Spec):
     accumulator or copied into a reduce-scatter input of the unit's size in the reduction
     dtype, which lives until the next unit's reduction (FSDP2's post-backward and
     ``foreach_reduce``); false: the weight-gradient GEMMs write into the stack's gradient
-    buffer, reduced in ``grad_bucket_size_bytes`` buckets (Megatron)."""
+    buffer, reduced in ``grad_bucket_size_bytes`` buckets (Megatron). When true the copy
+    also costs time: under ZeRO-2/3 every backward that computes a unit's weight gradients
+    ends with it, and the compute stream waits for it
+    (:func:`simtrain.parallel.builder.with_grad_copy_in`)."""
     backward_buffers_after_loss: bool
     """The backward's prefetched gather and its gradient reduction are issued from the layers'
     backward hooks, after the loss backward, so they never coexist with the loss phase (FSDP2:
@@ -233,6 +238,14 @@ class FrameworkProfile(Spec):
     execution_mode: ExecutionMode
     """Default execution mode: eager (kernels issued one by one from Python), cuda_graphs
     (captured and replayed) or compiled (XLA / torch.compile)."""
+    eager_modules: bool
+    """The model's RMSNorm, rotary embedding, gated activation, grouped-query key/value
+    expansion and cross-entropy are plain PyTorch modules run eagerly (torchtitan's Llama):
+    each is a chain of unfused ATen kernels with fp32 upcasts, and its autograd backward
+    another, sized in :mod:`simtrain.workload.eager`; the fp32 upcasts and extra passes over
+    HBM cost time. Under ``execution_mode: compiled`` the transformer blocks are fused and
+    only the final norm and the loss (outside the compiled blocks) stay eager. False: fused
+    kernels (Transformer Engine, Apex, Megatron's fused ops, XLA)."""
     attention_kernel: AttentionKernel
     """Default attention implementation."""
     attention_kernels: tuple[AttentionKernel, ...]
