@@ -263,15 +263,17 @@ LLAMA = {  # layers, hidden, heads, kv heads, ffn, vocab, seq
     "Llama 2 70B": (80, 8192, 64, 8, 28672, 32000, 4096),
 }
 # torchtitan's activation checkpointing (docs/references/frameworks.md §torchtitan): "full";
-# "selective" with option "2" (its default: every second block fully checkpointed) is full
-# recomputation of half the layers; per-op "op" checkpointing (keeps the attention output and
-# every other matmul output, recomputes the rest) is simtrain's per_op.
+# "selective" with option "2" (every second block fully checkpointed) is full recomputation
+# of half the layers; per-op "op" checkpointing (keeps the attention output and every other
+# matmul output, recomputes the rest) is simtrain's per_op. The Dec-2024 H100 tables print
+# "selective" for the Llama 3 8B runs, whose preset (train_configs/llama3_8b.toml) sets
+# selective_ac_option = 'op'.
 TORCHTITAN_RECOMPUTE = {
     "no": {"recompute": "none"},
     "full": {"recompute": "full"},
     "selective layer": {"recompute": "full", "recompute_layer_fraction": 0.5},
     "selective op": {"recompute": "per_op"},
-    "selective": {"recompute": "full", "recompute_layer_fraction": 0.5},
+    "selective": {"recompute": "per_op"},
 }
 
 
@@ -501,7 +503,7 @@ def torchtitan_memory_rows() -> list[MemoryRow]:
 
     Eager bf16 rows and the compile/Float8 variants, as printed (the 2-D 70B run with and
     without async TP); layouts FSDP, FSDP x TP and FSDP x TP x PP. Seq 8,192; "selective" AC
-    is torchtitan's default (every second layer).
+    (the 8B rows) is the 8B preset's per-operator checkpointing (``TORCHTITAN_RECOMPUTE``).
     Float8 rows (tables 1, 3, 4, 5: "compile + Float8") train in FP8 (``dtype: fp8``).
     Under PP, FSDP keeps the gathered parameters between forward and backward (torchtitan's
     reshard_after_forward=False under PP: ZeRO-2 here) and the local batch is split into as
