@@ -6,8 +6,9 @@ compute op past that window waits for it (:mod:`simtrain.parallel.segments`). Co
 on streams of their own, so a collective whose producer is done starts at once. The engine
 (:func:`simtrain.engine.core.execute`) slows compute that runs while a collective of its rank
 is in flight to what the SMs the collective leaves can do (``collective_sms`` of the
-accelerator's calibration): an overlap hides a transfer, not for free. Without an overlap, the
-compute after a collective waits for it, and the step pays compute plus communication.
+accelerator's calibration; not for a transfer the copy engines move, ``Op.copy_engine``): an
+overlap hides a transfer, not for free. Without an overlap, the compute after a collective
+waits for it, and the step pays compute plus communication.
 
 **The overlaps**, each declared by the stack's framework profile (``overlaps:``) and
 overridable per experiment (``parallel.*``):
@@ -22,7 +23,10 @@ overridable per experiment (``parallel.*``):
   (exposed), ``wgrad`` (the input-gradient reduction under the weight-gradient GEMM,
   Megatron's asynchronous TP) or ``gemm`` (additionally, every sequence-parallel all-gather
   and reduce-scatter cut into ``tp`` chunks pipelined with the GEMM that consumes or produces
-  it, as TransformerEngine's userbuffers do);
+  it, as TransformerEngine's userbuffers do, or as PyTorch's symmetric-memory async TP does
+  under a profile with ``overlaps.tp_comm_impl: symmetric_memory``: copy-engine transfers,
+  which slow no compute, a shard copy and a sum of partials around them, and only the
+  reduce-scatters fed by one matmul decomposed);
 - two-microbatch overlap (``overlap_ep_comm``, :func:`feasible_steps`): a forward and a backward
   of different microbatches run interleaved, so that the expert all-to-alls (and any other
   blocking collective) of one run under the compute of the other: DualPipe's overlapped
