@@ -332,9 +332,9 @@ def chunk_ops(
             (0 if shared else model.vocab_size // shard.tp) + positions
         ) * model.hidden_size
     profile = get_framework(spec.training.framework)
-    tp_args = tp_overlap_args(spec)
-    forward = tp_overlapped(forward, *tp_args)
-    backward = tp_overlapped(backward, *tp_args)
+    tp_args = (shard.tp, model.num_layers, *tp_overlap_ways(spec))
+    forward = tp_overlapped(forward, spec.parallel.tp_comm_overlap or "wgrad", *tp_args)
+    backward = tp_overlapped(backward, spec.parallel.tp_comm_overlap or "wgrad", *tp_args)
     tensors = _layer_weight_tensors(backward)
     if embedding:
         tensors[-1].append(embedding)
@@ -373,14 +373,12 @@ SEPARATE_PROJECTION_DGRADS = ("qkv_dgrad",)
 """Input-gradient GEMMs that sum several linears' in a stack with separate projections."""
 
 
-def tp_overlap_args(
-    spec: ExperimentSpec,
-) -> tuple[str, int, int, TpCommImpl, bool, frozenset[str]]:
-    """Arguments of :func:`tp_overlapped` after the ops: mode, tp, layers and the stack's ways.
+def tp_overlap_ways(spec: ExperimentSpec) -> tuple[TpCommImpl, bool, frozenset[str]]:
+    """How the stack overlaps TP communication: :func:`tp_overlapped`'s last three arguments.
 
-    The mode is ``parallel.tp_comm_overlap``; the implementation of ``gemm`` and whether the
-    stack gathers FP8 inputs as 8-bit come from the framework profile (the latter only under
-    the per-tensor ``current`` scaling torchao's Float8 tensor parallelism requires). Under
+    The implementation of ``tp_comm_overlap: gemm`` and whether the stack gathers FP8 inputs
+    as 8-bit come from the framework profile (the latter only under the per-tensor
+    ``current`` scaling torchao's Float8 tensor parallelism requires). Under
     ``symmetric_memory`` (torchtitan, whose Llama runs ``wq``/``wk``/``wv`` and a gated MLP's
     ``w1``/``w3`` as separate linears, docs/references/frameworks.md §Eager modules) the
     attention and gated-MLP input gradients are sums of matmuls, which the micro-pipeline
@@ -394,8 +392,7 @@ def tp_overlap_args(
     if impl == "symmetric_memory":
         gated = ("mlp_fc1_dgrad",) if spec.model.is_gated else ()
         summed = frozenset((*SEPARATE_PROJECTION_DGRADS, *gated))
-    mode = spec.parallel.tp_comm_overlap or "wgrad"
-    return mode, make_shard(spec).tp, spec.model.num_layers, impl, fp8_gathers, summed
+    return impl, fp8_gathers, summed
 
 
 def with_grad_copy_in(
