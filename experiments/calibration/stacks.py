@@ -770,6 +770,53 @@ def memory_report(fit: bool) -> None:
         print(f"{row.key:34s} {part:9s} {row.measured_gib:9.1f} {value:9.1f} {error:+7.1%}")
 
 
+def async_tp_pairs(rows: list[Row]) -> list[dict[str, Any]]:
+    """Each async-TP row with its vanilla-TP twin: measured and simulated speed-up.
+
+    The ratio async / vanilla does not depend on the part's absolute speed (the torchtitan
+    H100 rows run on a catalog part faster than theirs), so it tests the async-TP mechanism
+    alone. Also the simulated step's compute and exposed communication of both.
+    """
+    by_key = {row.key: row for row in rows}
+    pairs = []
+    for row in rows:
+        if not row.key.endswith("-async-tp"):
+            continue
+        twin = by_key[row.key.removesuffix("-async-tp")]
+        sims = {}
+        for variant in (twin, row):
+            spec = variant.spec()
+            summary = simulate(spec).summary()
+            sims[variant.key] = summary | {"tps": summary["tokens_per_s"] / spec.cluster.num_gpus}
+        van, asy = sims[twin.key], sims[row.key]
+        pairs.append(
+            {
+                "pair": twin.key,
+                "measured": (twin.tokens_per_s_per_gpu, row.tokens_per_s_per_gpu),
+                "simulated": (van["tps"], asy["tps"]),
+                "measured_gain": row.tokens_per_s_per_gpu / twin.tokens_per_s_per_gpu - 1,
+                "simulated_gain": asy["tps"] / van["tps"] - 1,
+                "compute_s": (van["compute_s"], asy["compute_s"]),
+                "exposed_comm_s": (van["exposed_comm_s"], asy["exposed_comm_s"]),
+                "step_s": (van["step_time_s"], asy["step_time_s"]),
+            }
+        )
+    return pairs
+
+
+def print_async_tp_pairs(suite: str, rows: list[Row]) -> None:
+    """Print :func:`async_tp_pairs` of a suite (nothing when it has no async-TP rows)."""
+    for p in async_tp_pairs(rows):
+        (mv, ma), (sv, sa) = p["measured"], p["simulated"]
+        (cv, ca), (ev, ea) = p["compute_s"], p["exposed_comm_s"]
+        print(
+            f"{suite} {p['pair']:34s} measured {mv:7.1f} -> {ma:7.1f} "
+            f"({p['measured_gain']:+6.1%})  simulated {sv:7.1f} -> {sa:7.1f} "
+            f"({p['simulated_gain']:+6.1%})  compute {cv:.2f} -> {ca:.2f} s, "
+            f"exposed comm {ev:.2f} -> {ea:.2f} s"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suite", choices=sorted(SUITES), action="append")
@@ -778,6 +825,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--rows", action="store_true", help="with --report: every row")
     parser.add_argument("--trend", action="store_true", help="FULL_SHARD scaling trends")
+    parser.add_argument(
+        "--async-tp", action="store_true", help="async-TP speed-ups, measured and simulated"
+    )
     parser.add_argument("--memory", action="store_true", help="torchtitan peak memory check")
     parser.add_argument("--fit-memory", action="store_true", help="with --memory: fit first")
     args = parser.parse_args(argv)
@@ -789,6 +839,8 @@ def main(argv: list[str] | None = None) -> int:
         rows = load_rows(suite)
         if args.write_suites and suite not in CHECK_ONLY:
             print(f"{suite}: wrote {write_suite(suite, rows)} held-out cases", file=sys.stderr)
+        if args.async_tp:
+            print_async_tp_pairs(suite, rows)
         if not (args.report or args.trend):
             continue
         predicted = {row.key: predict(row) for row in rows}

@@ -264,7 +264,7 @@ def walk(
             begin_a, begin_b = max(end_a, fa), max(end_b, fb)
             done = (begin_a + duration, begin_b + duration)
             issued[position] = free[stream] = done
-            if contended_s is not None and duration > 0:
+            if contended_s is not None and duration > 0 and not op.copy_engine:
                 flights.append((begin_a, done[0], begin_b, done[1]))
             comm_total[stream] = comm_total.get(stream, 0.0) + duration
             continue

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from simtrain.catalog.frameworks import get_framework
 from simtrain.gcpause import without_cyclic_gc
 from simtrain.parallel.layout import RankLayout
-from simtrain.parallel.overlap import feasible_steps, step_actions, tp_overlapped
+from simtrain.parallel.overlap import TpCommImpl, feasible_steps, step_actions, tp_overlapped
 from simtrain.parallel.program import Program, Task
 from simtrain.parallel.schedules import Action, split_backwards, stage_rank
 from simtrain.parallel.segments import SegmentPlan, segment_ops
@@ -40,6 +40,7 @@ from simtrain.workload.linear import weight_cast_op
 from simtrain.workload.ops import Op
 from simtrain.workload.optimizers import optimizer_op
 from simtrain.workload.primitives import FP8_DTYPES, memory_op
+from simtrain.workload.shard import fp8_recipe_in_effect
 from simtrain.workload.transformer import (
     ACT_BYTES,
     LayerOps,
@@ -330,15 +331,15 @@ def chunk_ops(
         embedding = (
             (0 if shared else model.vocab_size // shard.tp) + positions
         ) * model.hidden_size
-    tp_mode = spec.parallel.tp_comm_overlap or "wgrad"
-    forward = tp_overlapped(forward, tp_mode, shard.tp, model.num_layers)
-    backward = tp_overlapped(backward, tp_mode, shard.tp, model.num_layers)
+    profile = get_framework(spec.training.framework)
+    tp_args = (shard.tp, model.num_layers, *tp_overlap_ways(spec))
+    forward = tp_overlapped(forward, spec.parallel.tp_comm_overlap or "wgrad", *tp_args)
+    backward = tp_overlapped(backward, spec.parallel.tp_comm_overlap or "wgrad", *tp_args)
     tensors = _layer_weight_tensors(backward)
     if embedding:
         tensors[-1].append(embedding)
     sharded = (spec.parallel.dp or 1) * spec.parallel.cp > 1
     stage = effective_zero_stage(spec)
-    profile = get_framework(spec.training.framework)
     behaviour = profile.sharding
     if sharded and stage >= 2 and profile.memory.unit_grads_materialised:
         reduce_bytes = GRAD_REDUCE_BYTES[spec.training.grad_reduce_dtype]
@@ -366,6 +367,32 @@ def chunk_ops(
         expert_elements=_expert_weight_elements(backward),
         fp8_elements=sum(op.m * op.n * op.batch for op in weight if op.dtype in FP8_DTYPES),
     )
+
+
+SEPARATE_PROJECTION_DGRADS = ("qkv_dgrad",)
+"""Input-gradient GEMMs that sum several linears' in a stack with separate projections."""
+
+
+def tp_overlap_ways(spec: ExperimentSpec) -> tuple[TpCommImpl, bool, frozenset[str]]:
+    """How the stack overlaps TP communication: :func:`tp_overlapped`'s last three arguments.
+
+    The implementation of ``tp_comm_overlap: gemm`` and whether the stack gathers FP8 inputs
+    as 8-bit come from the framework profile (the latter only under the per-tensor
+    ``current`` scaling torchao's Float8 tensor parallelism requires). Under
+    ``symmetric_memory`` (torchtitan, whose Llama runs ``wq``/``wk``/``wv`` and a gated MLP's
+    ``w1``/``w3`` as separate linears, docs/references/frameworks.md §Eager modules) the
+    attention and gated-MLP input gradients are sums of matmuls, which the micro-pipeline
+    pass does not fuse with their reduce-scatters.
+    """
+    profile = get_framework(spec.training.framework)
+    impl = profile.overlaps.tp_comm_impl
+    recipe = fp8_recipe_in_effect(spec.training.dtype, spec.training.fp8_recipe)
+    fp8_gathers = profile.tp_fp8_all_gather and recipe == "current"
+    summed: frozenset[str] = frozenset()
+    if impl == "symmetric_memory":
+        gated = ("mlp_fc1_dgrad",) if spec.model.is_gated else ()
+        summed = frozenset((*SEPARATE_PROJECTION_DGRADS, *gated))
+    return impl, fp8_gathers, summed
 
 
 def with_grad_copy_in(

@@ -62,6 +62,13 @@ class Overlaps(Spec):
     """Tensor-parallel communication: none (exposed), wgrad (the input-gradient all-reduce runs
     during the weight-gradient GEMM, Megatron's async TP) or gemm (chunked all-gather /
     reduce-scatter pipelined with the GEMMs, userbuffers / async TP)."""
+    tp_comm_impl: Literal["userbuffers", "symmetric_memory"]
+    """How ``tp_comm: gemm`` is realised (:func:`simtrain.parallel.overlap.tp_overlapped`):
+    userbuffers (TransformerEngine: ring exchanges pipelined with every sequence-parallel
+    GEMM's chunks) or symmetric_memory (PyTorch's async TP: Inductor's micro-pipeline pass
+    fuses an all-gather with the matmuls it feeds and a reduce-scatter with the one matmul
+    that produces it; a shard copy before each gather, a sum of the partials after each
+    reduce-scatter, and reduce-scatters fed by a sum of matmuls left alone)."""
     ep_dispatch: bool
     """Expert all-to-all dispatch/combine hidden behind another microbatch's compute (a
     forward and a backward of different microbatches interleaved: combined 1F1B)."""
@@ -246,6 +253,11 @@ class FrameworkProfile(Spec):
     HBM cost time. Under ``execution_mode: compiled`` the transformer blocks are fused and
     only the final norm and the loss (outside the compiled blocks) stay eager. False: fused
     kernels (Transformer Engine, Apex, Megatron's fused ops, XLA)."""
+    tp_fp8_all_gather: bool
+    """Under FP8 training with per-tensor current scaling, the tensor-parallel all-gathers
+    move the 8-bit copy of their input, cast before gathering (torchao's Float8 tensor
+    parallelism); false: 16-bit, unless ``tp_comm: gemm`` (TransformerEngine's userbuffers
+    and PyTorch's async TP gather 8-bit)."""
     attention_kernel: AttentionKernel
     """Default attention implementation."""
     attention_kernels: tuple[AttentionKernel, ...]
