@@ -57,6 +57,10 @@ class Op:
             library is told the SM count, as TransformerEngine's communication-GEMM overlap
             does), so a persistent kernel does not push CTAs into a second round when the
             collective holds SMs (:mod:`simtrain.compute.gemm`).
+        split_accumulator: for an FP8 GEMM, accumulation with periodic promotion of the
+            partial sums to FP32 (cuBLASLt's fast accumulation off), as TransformerEngine and
+            torchao run the input- and weight-gradient GEMMs; slower than the fast
+            accumulation that GEMM benchmarks measure (``GemmCalibration.split_accumulator_speed``).
     """
 
     name: str
@@ -77,6 +81,7 @@ class Op:
     dtype: str = ""
     window: int = 0
     sm_target: bool = False
+    split_accumulator: bool = False
 
     @property
     def is_comm(self) -> bool:
