@@ -12,9 +12,11 @@ multi-head attention, SwiGLU FFN 11,008 / 13,824, vocabulary 32,000; Llama 2 70B
 (8 KV heads) and FFN 28,672; Llama 3 as in ``workloads/``. Llama models train without
 dropout; NeMo's GPT-3 configs keep it.
 
-Assumptions, the same for every row: FP8 linear layers with BF16 flash attention, sequence
-parallelism when tp > 1, ring context parallelism, the distributed optimizer (ZeRO-1) with
-overlapped gradient reduction, no activation recomputation, nodes of 8 H100 with 8 NDR NICs.
+Assumptions, the same for every row: NeMo's performance-recipe behaviour (the ``nemo``
+framework profile: TP communication overlapped with the GEMMs, overlapped parameter gathers
+and pipeline transfers), FP8 linear layers with BF16 flash attention, sequence parallelism
+when tp > 1, ring context parallelism, the distributed optimizer (ZeRO-1) with overlapped
+gradient reduction, no activation recomputation, nodes of 8 H100 with 8 NDR NICs.
 """
 
 from __future__ import annotations
@@ -114,7 +116,7 @@ def row_experiment(row: tuple) -> tuple[ExperimentSpec, float]:
                 "zero_stage": 1,
             },
             "cluster": {"accelerator": "H100-SXM", "num_gpus": gpus, "gpus_per_node": 8},
-            "training": {"dtype": "fp8", "grad_reduce_dtype": "bf16"},
+            "training": {"framework": "nemo", "dtype": "fp8", "grad_reduce_dtype": "bf16"},
         },
         source=f"training-runs.md §5.3 {name} {gpus} GPUs",
     )

@@ -4,7 +4,9 @@ Device time, per op kind:
 
 - **GEMMs** by shape (:mod:`simtrain.compute.gemm`): tile choice, wave quantisation, K-loop
   fill and split-K under the part's measured GEMM ceiling, never faster than streaming the
-  operands through HBM.
+  operands through HBM. FP8 GEMMs with split accumulation (the backward GEMMs of
+  TransformerEngine's and torchao's per-tensor recipes) run at the part's
+  ``gemm.split_accumulator_speed`` of the fast-accumulation GEMMs the ceiling is measured on.
 - **Fused attention** by kernel family, sequence, head dimension and mask
   (:mod:`simtrain.compute.attention_kernels`). Unfused attention is not an op of its own: the
   workload lists its batched GEMMs and softmax/dropout kernels.
@@ -125,6 +127,7 @@ class RooflineComputeModel:
                 op.bytes_accessed,
                 reserved_sms,
                 op.sm_target,
+                op.split_accumulator,
             )
         elif op.kind == "attention":
             key = (
@@ -159,6 +162,8 @@ class RooflineComputeModel:
         if op.kind == "gemm":
             dtype = op.dtype or self.dtype
             peak = (acc.peak_flops.get(dtype) or acc.peak_flops[self.dtype]) * share
+            if op.split_accumulator:  # slower than the fast-accumulation benchmark GEMMs
+                peak *= cal.gemm.split_accumulator_speed
             return gemm_time_s(
                 cal.gemm,
                 dtype,

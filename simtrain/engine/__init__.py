@@ -45,7 +45,8 @@ def run_program(
     ``host`` (the default) each simulated rank also gets a host stream that issues its kernels
     (:mod:`simtrain.engine.host`) unless the compute model's execution mode costs the host
     nothing; the replayed program, host tasks included, is ``EngineResult.program``.
-    ``sync_on_p2p`` defaults to synchronising on pipeline transfers in eager mode. With
+    ``sync_on_p2p`` defaults to synchronising on pipeline transfers in eager mode when the
+    program's stack does (``Program.syncs_on_p2p``). With
     ``interference`` (the default), compute that overlaps communication runs on the SMs the
     collective kernels leave free (:func:`~simtrain.engine.core.execute`).
     """
@@ -63,7 +64,8 @@ def run_program(
             contended = contended.scaled(speed)
     if host and _issues_from_host(compute):
         mode = getattr(compute, "execution_mode", "eager")
-        sync = mode == "eager" if sync_on_p2p is None else sync_on_p2p
+        default = mode == "eager" and program.syncs_on_p2p
+        sync = default if sync_on_p2p is None else sync_on_p2p
         plan = host_plan(program, durations, compute, sync)
         return execute(program, durations, contended, plan, _spread(contended, compute))
     return execute(program, durations, contended, transfer_contended_s=_spread(contended, compute))

@@ -494,6 +494,8 @@ class _Contention:
     def communicate(self, index: int, now: float, duration: float) -> None:
         """Start communication task ``index`` now: the compute it overlaps owes more time."""
         ops = self.tasks[index].ops
+        if ops and ops[0].copy_engine:  # holds no SMs
+            return
         transfer = bool(ops) and ops[0].kind == "p2p"
         for rank in self.members(index):
             self.in_flight[rank].append((now, now + duration, transfer))

@@ -244,6 +244,7 @@ class HostTimes:
             world_size=program.world_size,
             simulated_ranks=program.simulated_ranks,
             weights=program.weights,
+            syncs_on_p2p=program.syncs_on_p2p,
         )
         intervals = self.intervals()  # rank by rank, in plan order: the order of ``added``
         ranks = [rank for rank, _ in plan.spans]

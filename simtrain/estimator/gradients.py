@@ -58,8 +58,11 @@ class Gradients:
         slowdowns: per reducing action, its compute's slowdown under a collective
             (interference; empty: none).
         inside: per reducing action, the compute seconds its own buckets add to it while it runs
-            (their overlap with its compute, the gradient stream taken free at its start);
-            :meth:`finish` prices the rest of their flight (empty: none).
+            (their overlap with its compute, the gradient stream taken free at its start, and
+            the gathers they hold up on a shared communicator); :meth:`finish` prices the
+            rest of their flight (empty: none).
+        inside_host: the same for the host's share of its end (a host setting the pace
+            hides part of it; empty: none).
         positions: the reducing actions' positions among the rank's actions that compute
             weight gradients (in program order: the positions of their marks).
         trailing: per reducing action, the compute seconds its buckets still in flight at
@@ -75,6 +78,7 @@ class Gradients:
     optimizer_host_s: float = 0.0
     slowdowns: tuple[float, ...] = ()
     inside: tuple[float, ...] = ()
+    inside_host: tuple[float, ...] = ()
     positions: tuple[int, ...] = ()
     trailing: tuple[float, ...] = ()
 
@@ -240,6 +244,9 @@ class GradientReduction:
         every_mb = stage >= 2 and sharding.reduce_every_microbatch
         overlap_replica = p.overlap_replica_grad_reduce is not False
         durations: dict[float, Flush] = {}
+        # seconds a bucket holds the stream it shares with the gathers (its reduce-scatter;
+        # the all-reduce across shard groups runs on a stream of its own)
+        walked_s: dict[float, float] = {}
 
         def bucket(offset: tuple[float, float, float] | None, size: float) -> Flush:
             found = durations.get(size)
@@ -251,6 +258,7 @@ class GradientReduction:
                 elif issues:
                     if len(shard) > 1:
                         grad_s = self._collective_s(network, "reduce_scatter", shard, size)
+                    walked_s[size] = grad_s
                     if len(replica) > 1:
                         across = self._collective_s(
                             network, "all_reduce", replica, size / len(shard)
@@ -267,6 +275,7 @@ class GradientReduction:
         flushes: list[tuple[Flush, ...]] = []
         slowdowns: list[float] = []
         inside: list[float] = []
+        inside_host: list[float] = []
         trailing: list[float] = []
         pending, elements, fp8_elements = 0.0, 0, 0
         positions = (
@@ -285,8 +294,8 @@ class GradientReduction:
             key = (grad_key, slot, nxt, pending)
             done = known.get(key)
             if done is None:
-                done = known[key] = self._reduction(setup, r, slot, nxt, pending, bucket)
-            found, sigma, extra, after, pending = done
+                done = known[key] = self._reduction(setup, r, slot, nxt, pending, bucket, walked_s)
+            found, sigma, extra, extra_host, after, pending = done
             if slot.owns_grads:
                 chunk = setup.context.chunks[slot.chunk]
                 _, total, fp8 = chunk.source.elements(chunk)
@@ -295,6 +304,7 @@ class GradientReduction:
             slowdowns.append(sigma)
             flushes.append(found)
             inside.append(extra)
+            inside_host.append(extra_host)
             trailing.append(after)
         factor = len(shard) if stage >= 1 else 1
         step: tuple[Op, ...] = (optimizer_op(elements / factor, spec.training.optimizer),)
@@ -319,7 +329,8 @@ class GradientReduction:
             gather_s=gather,
             optimizer_host_s=optimizer_host_s,
             slowdowns=tuple(slowdowns) if any(slowdowns) else (),
-            inside=tuple(inside) if any(inside) else (),
+            inside=tuple(inside) if any(inside) or any(inside_host) else (),
+            inside_host=tuple(inside_host) if any(inside) or any(inside_host) else (),
             trailing=tuple(trailing) if any(x >= 0 for x in trailing) else (),
         )
 
@@ -331,14 +342,16 @@ class GradientReduction:
         nxt: Slot | PairSlot | str | None,
         pending: float,
         bucket: Callable[[tuple[float, float, float] | None, float], Flush],
-    ) -> tuple[tuple[Flush, ...], float, float, float, float]:
+        walked_s: dict[float, float],
+    ) -> tuple[tuple[Flush, ...], float, float, float, float, float]:
         """One reducing action's buckets (a step of :meth:`_grads`).
 
         ``nxt``: the rank's next action (None: none; :data:`UNKNOWN_NEXT`: the orders disagree);
         ``pending``: gradient bytes not yet in a bucket before it; ``bucket``: a bucket's
-        :data:`Flush` from its offsets and bytes. Returns its buckets, its compute's slowdown
-        under a collective, :attr:`Gradients.inside`, :attr:`Gradients.trailing` and the
-        bytes pending after it.
+        :data:`Flush` from its offsets and bytes; ``walked_s``: seconds a bucket of those
+        bytes holds a stream shared with the gathers (filled by ``bucket``). Returns its
+        buckets, its compute's slowdown under a collective, :attr:`Gradients.inside` and
+        ``inside_host``, :attr:`Gradients.trailing` and the bytes pending after it.
         """
         spec = setup.spec
         grad_bytes = GRAD_REDUCE_BYTES[spec.training.grad_reduce_dtype]
@@ -346,7 +359,7 @@ class GradientReduction:
             setup.profile.sharding.reduce_scatter_granularity == "per_unit"
         )
         bucket_bytes = 1 if per_unit else spec.parallel.grad_bucket_size_bytes
-        every_mb = setup.every_mb
+        every_mb, shared = setup.every_mb, setup.bucket_stream is not None
         chunk = setup.context.chunks[slot.chunk]
         per_layer = chunk.source.elements(chunk)[0]
         timing = setup.context.slots[slot][-1]
@@ -364,17 +377,22 @@ class GradientReduction:
                 found.append(bucket((layer_end, host_end, recv_end), pending))
                 where.append(j)
                 if found[-1][5]:
-                    issued.append((layer, found[-1][3]))
+                    seconds = walked_s[pending] if shared else found[-1][3]
+                    issued.append((layer, seconds))
                 pending = 0.0
         extra, after = 0.0, -1.0  # -1: the buckets after its end priced in finish()
+        extra_host: float | None = None  # the host's share when walked (None: extra)
         left: list[tuple[float, float]] | None = None  # walked: buckets in flight at its end
-        if sigma and not isinstance(slot, PairSlot):
+        if (sigma or shared) and not isinstance(slot, PairSlot):
             if issued:
                 # the action walked again with its buckets (engine rules); they issue
-                # when their layers end in that walk
+                # when their layers end in that walk, and its gathers queue behind them
+                # on a shared communicator
                 slowed = self._timing(setup, slot, setup.context.chunks, tuple(issued))
                 if slowed is not None:
                     extra = max(0.0, slowed.compute_end_s - timing.compute_end_s)
+                    if timing.compute_end_host_s > NO_HOST / 2:
+                        extra_host = max(0.0, slowed.compute_end_host_s - timing.compute_end_host_s)
                     ends, host_ends = slowed.layer_end_s, slowed.layer_end_host_s
                     for n, j in enumerate(where):
                         found[n] = (ends[j][1], host_ends[j], *found[n][2:])
@@ -400,7 +418,8 @@ class GradientReduction:
         if every_mb:
             found.append(bucket(None, pending))
             pending = 0.0
-        return tuple(found), sigma, extra, after, pending
+        host_extra = extra if extra_host is None else extra_host
+        return tuple(found), sigma, extra, host_extra, after, pending
 
     def _trailing(
         self,

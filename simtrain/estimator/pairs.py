@@ -209,7 +209,7 @@ def walk_pair(
             if receives:
                 begin = _max(begin, _RECEIVED)
             done = issued[(flow, position)] = free[stream] = _add(begin, duration)
-            if contention and duration > 0:
+            if contention and duration > 0 and not op.copy_engine:
                 flights.append((begin, done))
             comm_total[stream] = comm_total.get(stream, 0.0) + duration
             continue

@@ -14,6 +14,7 @@ from simtrain.estimator.chunks import Chunk
 from simtrain.estimator.gradients import Gradients
 from simtrain.estimator.pipeline import Slot
 from simtrain.estimator.walk import ActionTiming
+from simtrain.parallel.builder import SHARD_AXIS
 from simtrain.parallel.layout import RankLayout
 from simtrain.specs.experiment import ExperimentSpec
 
@@ -91,11 +92,23 @@ class Setup:
         return self.zero_stage >= 2 and self.profile.sharding.reduce_every_microbatch
 
     @property
+    def bucket_stream(self) -> str | None:
+        """The stream the gradient buckets share with the backward's parameter gathers.
+
+        ZeRO-3 reduce-scatters and gathers over the shard group's one communicator unless
+        the stack gives the reduce-scatters a group of their own (as the builder's reducer);
+        None: the buckets' stream holds nothing else of the action.
+        """
+        if self.zero_stage == 3 and not self.profile.sharding.separate_reduce_scatter_group:
+            return f"{SHARD_AXIS}_comm"
+        return None
+
+    @property
     def grad_key(self) -> tuple[Any, ...]:
         """What a rank's gradient reduction depends on besides its actions and context."""
         p = self.spec.parallel
         return (self.zero_stage, p.grad_bucket_size_bytes, p.overlap_replica_grad_reduce,
-                self.spec.training.grad_reduce_dtype)  # fmt: skip
+                self.spec.training.grad_reduce_dtype, self.bucket_stream)  # fmt: skip
 
 
 def issues_from_host(compute: Any) -> bool:

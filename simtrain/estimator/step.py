@@ -222,7 +222,8 @@ class Estimator(GradientReduction):
         setup = Setup(
             spec, compute, network, layout, ranks, dp_axis, hooks, p2p_bytes, context,
             zero_stage, profile, make_shard(spec).recipe, host,
-            host and p.pp > 1 and getattr(compute, "execution_mode", "eager") == "eager",
+            host and p.pp > 1 and getattr(compute, "execution_mode", "eager") == "eager"
+            and not p.overlap_p2p_comm,
             collective_issue_s(compute) if host else 0.0,
             bool(getattr(getattr(compute, "calibration", None), "collective_sms", 0)),
             not p.overlap_p2p_comm,
@@ -330,7 +331,7 @@ class Estimator(GradientReduction):
         """
         num = len(setup.ranks)
         all_grads = []
-        inside: dict[Slot, float] = {}
+        inside: dict[Slot, tuple[float, float]] = {}
         trail: dict[Slot, float] = {}
         for r in range(num):
             key = (shape.key, r, setup.grad_key)  # the shape's key determines its actions
@@ -340,9 +341,11 @@ class Estimator(GradientReduction):
                     setup, r, shape.grad_actions[r], self._following(shape, r)
                 )
             all_grads.append(grads)
-            for i, extra in zip(grads.positions, grads.inside, strict=False):
-                if extra:
-                    inside[shape.grad_actions[r][i]] = extra
+            for i, extra, extra_host in zip(
+                grads.positions, grads.inside, grads.inside_host, strict=False
+            ):
+                if extra or extra_host:
+                    inside[shape.grad_actions[r][i]] = (extra, extra_host)
             for i, extra in zip(grads.positions, grads.trailing, strict=False):
                 slot = shape.grad_actions[r][i]
                 if extra > trail.get(slot, 0.0):
@@ -350,14 +353,14 @@ class Estimator(GradientReduction):
         if inside or trail:
             table = list(table)
             for k, slot in enumerate(shape.slots):
-                extra, later = inside.get(slot, 0.0), trail.get(slot, 0.0)
+                (extra, extra_host), later = inside.get(slot, (0.0, 0.0)), trail.get(slot, 0.0)
                 if extra and isinstance(slot, PairSlot):
                     row = table[k]
                     table[k] = (*slowed_row(row[:7], extra), row[7])  # type: ignore[arg-type]
-                elif extra or later:
+                elif extra or extra_host or later:
                     a, b, hop, ha, hb, *rest = table[k]
-                    a, ha = a + extra, ha + extra
-                    b, hb = max(b + extra, a + later), max(hb + extra, ha + later)
+                    a, ha = a + extra, ha + extra_host
+                    b, hb = max(b + extra, a + later), max(hb + extra_host, ha + later)
                     table[k] = (a, b, hop, ha, hb, *rest)
         rules = (setup.sync_on_p2p, setup.blocking_sends)
         key = (shape.key, rules, tuple(row[:7] for row in table))
@@ -529,8 +532,9 @@ class Estimator(GradientReduction):
         hooks = reduces and setup.hooks[slot.rank]
         models, groups = self._rank_signature(setup, slot.rank, slot.chunk, chunk)
         body = chunk.source.body(slot.body, chunk.probe)
+        stream = setup.bucket_stream if buckets or incoming else None
         key = (id(chunk.source), len(chunk.layers), chunk.base, body, hooks, models, buckets,
-               incoming)  # fmt: skip
+               incoming, stream)  # fmt: skip
         if key in self._timings:
             return self._timings[key]
         compute, network = setup.compute, setup.network
@@ -540,11 +544,12 @@ class Estimator(GradientReduction):
 
         def walker(plan: SegmentPlan) -> ActionTiming:
             named = sample_buckets(self._order(plan, chunk), chunk, buckets) if buckets else ()
-            walk_key = (id(plan), models, named, incoming)  # plans are cached: stable ids
+            walk_key = (id(plan), models, named, incoming, stream)  # plans are cached: stable ids
             done = self._walks.get(walk_key)
             if done is None:
                 times = self._segment_times(setup, compute, plan)
-                done = self._walks[walk_key] = walk(plan, times, comm_s, named, incoming)
+                done = walk(plan, times, comm_s, named, incoming, stream)
+                self._walks[walk_key] = done
             return done
 
         timing: ActionTiming | None
@@ -558,7 +563,7 @@ class Estimator(GradientReduction):
             plain = self._timing(setup, slot, chunks)
             assert plain is not None
             probe = chunk.source.plan(body, hooks, range(chunk.base, chunk.base + SAMPLE_LAYERS[1]))
-            base_key = (id(probe), models, (), ())
+            base_key = (id(probe), models, (), (), None)
             base = self._walks.get(base_key)
             if base is None:
                 times = self._segment_times(setup, compute, probe)

@@ -172,12 +172,45 @@ _IDLE = (0.0, NO_HOST)
 """A stream that has run nothing yet: free from the start."""
 
 
+def _owed(
+    flights: list[tuple[float, float, float, float]],
+    side: int,
+    start: float,
+    duration: float,
+    sigma: float,
+) -> float:
+    """Extra seconds a compute task starting at ``start`` owes the collectives ``flights``.
+
+    The engine's rule: those in flight when it starts slow it over its own ``duration``;
+    one that starts while it runs slows it over the rest of its planned run (``duration``
+    and what it owed at its start). A collective starting at the same instant starts after
+    it (the engine starts a stream's next task before the tasks woken by the same end).
+    ``side`` picks the (start, end) pair of each flight: 0 for the ``a`` times, 2 for the
+    ``b`` times.
+    """
+    owed = 0.0
+    for flight in flights:
+        if flight[side] < start:
+            overlap = min(flight[side + 1], start + duration) - start
+            if overlap > 0:
+                owed += sigma * overlap
+    planned = start + duration + owed
+    for flight in flights:
+        begin = flight[side]
+        if begin >= start:
+            overlap = min(flight[side + 1], planned) - begin
+            if overlap > 0:
+                owed += sigma * overlap
+    return owed
+
+
 def walk(
     plan: SegmentPlan,
     times: SegmentTimes,
     comm_s: Callable[[Op], float],
     buckets: tuple[tuple[int, float], ...] = (),
     incoming: tuple[tuple[float, float], ...] = (),
+    bucket_stream: str | None = None,
 ) -> ActionTiming:
     """Time ``plan`` from its start (see the module docstring).
 
@@ -197,6 +230,9 @@ def walk(
         incoming: (start, end) of collectives in flight when the action starts (the
             buckets its predecessor left on the gradient stream): they slow its compute
             like its own.
+        bucket_stream: the stream of the plan's collectives the buckets queue on, in issue
+            order (the shard group's one communicator: its parameter gathers wait for the
+            buckets issued before them, and for ``incoming``); None: a stream of their own.
     """
     end_a, end_b = 0.0, NO_HOST  # compute stream free: max(end_a, x + end_b)
     busy = 0.0
@@ -216,7 +252,9 @@ def walk(
     grad_flights: list[tuple[float, float]] = []
     if contended_s is not None:
         flights.extend((begin, end, begin, end) for begin, end in incoming)
-    if buckets and contended_s is not None:
+    if bucket_stream is not None and incoming:
+        free[bucket_stream] = (max(end for _, end in incoming), NO_HOST)
+    if buckets and (contended_s is not None or bucket_stream is not None):
         last = {layer: p for p, seg in enumerate(segments) for layer in seg.layers}
         for layer, seconds in buckets:
             if seconds > 0:
@@ -226,13 +264,14 @@ def walk(
     for position, seg in enumerate(segments):
         stream = streams[position]
         if stream:  # a collective
-            duration = comm_s(seg.ops[0])
+            op = seg.ops[0]
+            duration = comm_s(op)
             fa, fb = free.get(stream, _IDLE)
             begin_a = fa if fa > end_a else end_a
             begin_b = fb if fb > end_b else end_b
             done = (begin_a + duration, begin_b + duration)
             issued[position] = free[stream] = done
-            if contended_s is not None and duration > 0:
+            if contended_s is not None and duration > 0 and not op.copy_engine:
                 flights.append((begin_a, done[0], begin_b, done[1]))
             comm_total[stream] = comm_total.get(stream, 0.0) + duration
             continue
@@ -265,33 +304,24 @@ def walk(
                 # the overlap when the host is never late (a), and when it sets the pace (b)
                 # compute starts never move back: collectives over by now stay over
                 flights = [f for f in flights if f[1] > start_a or f[3] > start_b]
-                stop_a = start_a + duration
-                host_paced = start_b > NO_HOST / 2
-                stop_b = start_b + duration
-                for fa0, fa1, fb0, fb1 in flights:
-                    overlap = (stop_a if stop_a < fa1 else fa1) - (
-                        fa0 if fa0 > start_a else start_a
-                    )
-                    if overlap > 0:
-                        extra_a += sigma * overlap
-                    if host_paced:
-                        overlap = (stop_b if stop_b < fb1 else fb1) - (
-                            fb0 if fb0 > start_b else start_b
-                        )
-                        if overlap > 0:
-                            extra_b += sigma * overlap
+                extra_a = _owed(flights, 0, start_a, duration, sigma)
+                if start_b > NO_HOST / 2:
+                    extra_b = _owed(flights, 2, start_b, duration, sigma)
         elif contended_s is not None:
             contended_total += contended_s[position] * pace
         end_a, end_b = start_a + duration + extra_a, start_b + duration + extra_b
         for layer in seg.layers:  # first-appearance order, as the builder's gradient hooks
             layer_end[layer] = (end_a, end_b)
-        if issues and position in issues:
-            for seconds in issues[position]:
-                begin_a = grad_a if grad_a > end_a else end_a
-                begin_b = grad_b if grad_b > end_b else end_b
-                grad_a, grad_b = begin_a + seconds, begin_b + seconds
+        for seconds in issues.get(position, ()):
+            if bucket_stream is not None:
+                grad_a, grad_b = free.get(bucket_stream, (0.0, NO_HOST))
+            begin_a, begin_b = max(end_a, grad_a), max(end_b, grad_b)
+            grad_a, grad_b = begin_a + seconds, begin_b + seconds
+            if bucket_stream is not None:
+                free[bucket_stream] = (grad_a, grad_b)
+            if contended_s is not None:
                 flights.append((begin_a, grad_a, begin_b, grad_b))
-                grad_flights.append((begin_a, grad_a))
+            grad_flights.append((begin_a, grad_a))
     tail_a, tail_b = end_a, end_b
     for p in plan.trailing:
         tail_a, tail_b = max(tail_a, issued[p][0]), max(tail_b, issued[p][1])

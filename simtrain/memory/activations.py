@@ -39,6 +39,11 @@ and second MLP GEMM (h each, outside it); norms, activation functions and the at
 are recomputed from them. MoE and MLA layers are estimated as under selective recomputation
 (an upper bound: it keeps the same matmul outputs and more).
 
+``per_op`` recomputation (torchtitan's per-operator selective checkpointing) keeps the layer
+input and the outputs of the operators its policy saves: Q and V (the first and third
+projections), the attention output, the MLP gate (w1) and the down projection (w2, outside the
+tensor-parallel region); the rest re-runs from them.
+
 ``selective`` recomputation drops, per submodule named in ``parallel.recompute_modules``
 (Megatron-Core's ``--recompute-modules``; :data:`DROPPED_BY`), the parts that submodule's
 forward recreates in the backward from what stays kept: ``core_attn`` the attention scores
@@ -144,7 +149,7 @@ def layer_activation_parts(
         micro_batch_size: sequences per microbatch (b).
         tp: tensor-parallel degree (t).
         sp: sequence parallelism (the parts outside the tensor-parallel region split by t).
-        recompute: ``none``, ``selective``, ``minimal`` or ``full``.
+        recompute: ``none``, ``selective``, ``minimal``, ``per_op`` or ``full``.
         cp: context-parallel degree (the sequence split by cp).
         moe_layer: the layer's MLP is a mixture of experts.
         flash_attention: a fused attention kernel (no score matrix).
@@ -167,6 +172,12 @@ def layer_activation_parts(
         gated = model.activation not in ("relu", "gelu", "squared_relu")
         inside = qkv + (2 if gated else 1) * model.ffn_size
         return {"matmul_outputs": ACT_BYTES * (3 * sbh / rep + s * b * inside / tp)}
+    if recompute == "per_op":
+        # layer input and w2's output (h each, outside the TP region); Q, V, the attention
+        # output and w1's output inside it
+        heads, kv, d = model.num_heads, model.kv_heads, model.head_size
+        inside = 2 * heads * d + kv * model.v_head_size + model.ffn_size
+        return {"saved_outputs": ACT_BYTES * (2 * sbh / rep + s * b * inside / tp)}
     gemm_in = 1 if fp8 else ACT_BYTES  # bytes of a stored linear-layer input
     # norm inputs (the block input is shared by both norms of a parallel block) and the
     # normalised inputs of the two branches (one tensor when a parallel block shares a norm)

@@ -16,7 +16,12 @@ sequence-parallel all-gather buffer (2·s·b·h), the data-parallel bucket being
 gradients are sharded (ZeRO >= 2), ZeRO-3 gathers of the current and the prefetched layer, and
 the expert all-to-all send/receive buffers. The software stack (its framework profile) adds
 what it keeps beyond that: the runtime's reserve (CUDA context, library workspaces) and the
-caching allocator's fragmentation, and the bytes its loss keeps per logit.
+caching allocator's fragmentation, the bytes its loss and final norm keep, and (FSDP2 with
+torch.distributed.pipelining, docs/references/frameworks.md) the root unit gathered through
+the step, the flat all-gather buffers held apart from the parameters, a receive buffer per
+microbatch instead of the four per-transfer buffers, and the last stage's logits of every
+microbatch; under such a hook-driven stack the backward's prefetched gather and gradient
+bucket, like a layer's recomputation, count only beyond the loss phase.
 
 The verdict has three values: ``fits``, ``near_limit`` (within the stack's memory-model
 uncertainty of the capacity, either side) and ``oom``; only ``oom`` is out of memory
@@ -32,7 +37,10 @@ from simtrain.catalog.frameworks import get_framework
 from simtrain.memory.activations import ACT_BYTES, MASK_BYTES, layer_activation_bytes, peak_inflight
 from simtrain.memory.model_states import (
     FP8_GATHER_BYTES,
+    GRAD_BYTES,
     WEIGHT_BYTES,
+    RankParams,
+    defers_grad_reduce,
     fp8_copy_bytes,
     fp8_gathers,
     rank_model_states,
@@ -44,6 +52,7 @@ from simtrain.parallel.overlap import step_actions
 from simtrain.parallel.schedules import Action
 from simtrain.parallel.stages import chunk_layers, recomputed_layers
 from simtrain.specs.experiment import ExperimentSpec
+from simtrain.specs.framework import GRAD_REDUCE_BYTES
 from simtrain.specs.framework_resolve import effective_zero_stage
 from simtrain.workload.primitives import FP8_DTYPES
 
@@ -175,9 +184,15 @@ def _activations(
             else habits.logits_bytes_per_element
         )
         logits = per_logit * _logits(spec, stage)
-        # the final norm's input and the LM head's input (whole when the stack gathers it)
+        # what the final norm keeps of its input and the LM head's input (whole when the
+        # stack gathers it)
+        norm = habits.final_norm_bytes_per_element * sbh / sp_div
         head_input = ACT_BYTES * sbh / (1 if gathered else sp_div)
-        items["activations.output_layer"] = ACT_BYTES * sbh / sp_div + head_input + logits
+        items["activations.output_layer"] = norm + head_input + logits
+        if _keeps_last_outputs(spec):  # every microbatch's 16-bit logits, until step() returns
+            items["activations.pipeline_outputs"] = (
+                ACT_BYTES * p.num_microbatches * _logits(spec, stage)
+            )
     if p.pp > 1 and habits.pipeline_keeps_stage_outputs:
         # each in-flight microbatch's stage output, kept by the engine for its backward
         sending = set(stages) - {last}
@@ -192,6 +207,12 @@ def _activations(
     return items, chunk, count / p.vpp
 
 
+def _keeps_last_outputs(spec: ExperimentSpec) -> bool:
+    """Whether the pipeline engine keeps the last stage's outputs (the logits) for the step."""
+    habits = get_framework(spec.training.framework).memory
+    return spec.parallel.pp > 1 and habits.pipeline_keeps_last_outputs
+
+
 def _logits(spec: ExperimentSpec, stage: int) -> float:
     """Logits of one microbatch on pipeline rank ``stage``'s TP rank (0 off the last stage)."""
     m, p = spec.model, spec.parallel
@@ -200,51 +221,124 @@ def _logits(spec: ExperimentSpec, stage: int) -> float:
     return m.seq_length / p.cp * p.micro_batch_size * m.vocab_size / p.tp
 
 
-def _buffers(spec: ExperimentSpec, stage: int) -> dict[str, float]:
+def _gather_unit_bytes(spec: ExperimentSpec, params: RankParams) -> float:
+    """One unit of a sharded-data-parallel all-gather: the rank's largest layer, gathered.
+
+    16-bit, its linear weights in FP8 when the stack gathers them so.
+    """
+    unit = WEIGHT_BYTES * params.largest_layer
+    if fp8_gathers(spec):  # the layer's linear weights arrive in FP8
+        linear_per_layer = params.linear_weights / max(len(params.layers), 1)
+        unit -= (WEIGHT_BYTES - FP8_GATHER_BYTES) * linear_per_layer
+    return unit
+
+
+def _pipeline_recv_bytes(spec: ExperimentSpec, stage: int, actions: list[Action]) -> float:
+    """Receive buffers a stack that allocates one per microbatch keeps on pipeline rank ``stage``.
+
+    For each model stage of the rank: an activation buffer per microbatch unless it is the
+    first stage, less those of the microbatches in flight (the buffer is then the first
+    layer's input, counted with the layers), and a gradient buffer per microbatch unless it
+    is the last stage. Each holds one stage-boundary tensor (s·b·h, /t under SP).
+    """
+    m, p = spec.model, spec.parallel
+    boundary = ACT_BYTES * m.seq_length / p.cp * p.micro_batch_size * m.hidden_size
+    boundary /= p.tp if p.sp and p.tp > 1 else 1
+    last = p.pp * p.vpp - 1
+    buffers = 0
+    for s in rank_stages(p.pp, p.vpp, p.pipeline_schedule, stage):
+        if s != 0:
+            buffers += p.num_microbatches - peak_inflight(actions, {s})
+        if s != last:
+            buffers += p.num_microbatches
+    return buffers * boundary
+
+
+def _buffers(spec: ExperimentSpec, stage: int, actions: list[Action]) -> dict[str, float]:
     m, p = spec.model, spec.parallel
     sbh = m.seq_length / p.cp * p.micro_batch_size * m.hidden_size
     sp_div = p.tp if p.sp and p.tp > 1 else 1
+    profile = get_framework(spec.training.framework)
+    sharding = profile.sharding
     items: dict[str, float] = {}
-    if p.pp > 1:  # send and receive, activations and gradients
+    if p.pp > 1 and profile.memory.pipeline_recv_buffers_per_microbatch:
+        items["buffers.pp_recv"] = _pipeline_recv_bytes(spec, stage, actions)
+    elif p.pp > 1:  # send and receive, activations and gradients
         items["buffers.pp_p2p"] = 4 * ACT_BYTES * sbh / sp_div
     if p.sp and p.tp > 1:
         items["buffers.sp_all_gather"] = ACT_BYTES * sbh
+    zero = effective_zero_stage(spec)
+    params = rank_params(spec, stage)
+    unit_params = params.largest_layer
+    deferred = defers_grad_reduce(spec)
     if p.zero_stage >= 2 and (p.dp or 1) * p.cp > 1:
-        items["buffers.dp_bucket"] = float(p.grad_bucket_size_bytes)
-    if effective_zero_stage(spec) == 3:
+        bucket = float(p.grad_bucket_size_bytes)
+        if profile.memory.unit_grads_materialised and not deferred:
+            # the unit's reduce-scatter input, in the reduction dtype
+            bucket = GRAD_REDUCE_BYTES[spec.training.grad_reduce_dtype or "fp32"] * unit_params
+        items["buffers.dp_bucket"] = bucket
+    if profile.memory.unit_grads_materialised and zero >= 2:
+        # the 16-bit gradients of the unit whose backward runs, before they are reduced
+        items["buffers.unit_grads"] = GRAD_BYTES * unit_params
+    if zero == 3:
         # The layer being computed plus what the stack prefetches (FSDP: one unit ahead;
         # DeepSpeed: up to its prefetch bucket).
-        sharding = get_framework(spec.training.framework).sharding
-        params = rank_params(spec, stage)
-        unit = WEIGHT_BYTES * params.largest_layer
-        if fp8_gathers(spec):  # the layer's linear weights arrive in FP8
-            linear_per_layer = params.linear_weights / max(len(params.layers), 1)
-            unit -= (WEIGHT_BYTES - FP8_GATHER_BYTES) * linear_per_layer
+        unit = _gather_unit_bytes(spec, params)
         ahead = sharding.prefetch_units * unit
         if sharding.gather_granularity != "per_unit":
             ahead = min(ahead, sharding.prefetch_bytes)
-        items["buffers.zero3_gather"] = unit + ahead
+        items["buffers.zero3_gather"] = unit
+        if ahead:
+            items["buffers.zero3_prefetch"] = ahead
+        if sharding.root_unsharded_through_step:
+            # embedding, final norm and LM head stay gathered in 16 bits for the step
+            items["buffers.zero3_root"] = WEIGHT_BYTES * params.outside_layers
+    gathers_in_step = zero == 3 or (zero == 2 and sharding.zero2_param_gather == "forward")
+    if gathers_in_step and sharding.gather_output_buffers:
+        items["buffers.gather_outputs"] = sharding.gather_output_buffers * _gather_unit_bytes(
+            spec, params
+        )
     if p.ep > 1 and m.is_moe:
         items["buffers.ep_all_to_all"] = 2 * ACT_BYTES * sbh * m.moe_top_k / sp_div
     return items
 
 
-def _one_phase_at_a_time(activations: dict[str, float], loss_cache: float) -> None:
-    """Count the recompute working set only beyond what the loss phase holds (in place).
+BACKWARD_BUFFERS = ("buffers.zero3_prefetch", "buffers.dp_bucket", "buffers.unit_grads")
+"""Buffers of the layers' backward that a hook-driven stack issues only after the loss: the
+next layer's prefetched gather, the gradient bucket being reduced and the 16-bit gradients
+of the unit whose backward runs."""
+
+
+def _one_phase_at_a_time(
+    spec: ExperimentSpec,
+    activations: dict[str, float],
+    buffers: dict[str, float],
+    loss_cache: float,
+) -> None:
+    """Count what only the layers' backward holds only beyond the loss phase (in place).
 
     The loss (logits, the LM head's and final norm's inputs, and the allocator's cached
     logits block) lives from the end of a microbatch's forward until the LM head's backward;
-    a layer's recomputation starts after that, in the blocks the loss freed. The two never
-    coexist on a rank, so the peak holds the larger of them, not their sum.
+    a layer's recomputation starts after that, in the blocks the loss freed, and so do the
+    backward's prefetched gather and gradient reduction under a stack that issues them from
+    the layers' backward hooks (profile ``memory.backward_buffers_after_loss``). The two
+    phases never coexist on a rank, so the peak holds the larger of them, not their sum: the
+    backward's items (the recomputation first) fill the loss phase's bytes first.
     """
-    loss_phase = activations.get("activations.output_layer", 0.0) + loss_cache
-    working = activations.get("activations.recompute_working", 0.0)
-    if loss_phase and working:
-        excess = working - loss_phase
+    backward = ["activations.recompute_working"]
+    if get_framework(spec.training.framework).memory.backward_buffers_after_loss:
+        backward += BACKWARD_BUFFERS
+    room = activations.get("activations.output_layer", 0.0) + loss_cache
+    for key in backward:
+        items = activations if key.startswith("activations.") else buffers
+        if not room or key not in items:
+            continue
+        excess = items[key] - room
+        room = max(0.0, room - items[key])
         if excess > 0:
-            activations["activations.recompute_working"] = excess
+            items[key] = excess
         else:
-            del activations["activations.recompute_working"]
+            del items[key]
 
 
 def _schedule(spec: ExperimentSpec) -> dict[int, list[Action]]:
@@ -264,10 +358,12 @@ def estimate_stage_memory(
     fp8_copies = fp8_copy_bytes(spec, stage)
     unsharded_grads = unsharded_grad_bytes(spec, stage)
     activations, chunk, inflight = _activations(spec, stage, actions)
-    buffers = _buffers(spec, stage)
+    buffers = _buffers(spec, stage, actions)
     habits = get_framework(spec.training.framework).memory
-    loss_cache = habits.loss_cached_bytes_per_element * _logits(spec, stage)
-    _one_phase_at_a_time(activations, loss_cache)
+    # a kept 16-bit logits tensor is never freed into the cache: it is counted live instead
+    cached = 0.0 if _keeps_last_outputs(spec) else habits.loss_cached_bytes_per_element
+    loss_cache = cached * _logits(spec, stage)
+    _one_phase_at_a_time(spec, activations, buffers, loss_cache)
     transient = sum(activations.values()) + sum(buffers.values())
     overhead = {
         "overhead.runtime": habits.runtime_reserved_bytes,

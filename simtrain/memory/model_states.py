@@ -18,6 +18,8 @@ What the software stack keeps on top comes from its framework profile: with
 ``sharding.fp8_all_gather`` (torchao's FP8 all-gather under FSDP) the gathered weights of the
 linear layers are 1 byte per element instead of 2; without ``memory.fp8_weight_copies_kept``
 (torchao's dynamic scaling) no 8-bit copies outlive their use. With
+``sharding.param_shard_is_master`` (FSDP2) the shard is the fp32 master itself and its
+gradient is fp32: no 16-bit shard under ZeRO-3, 4 bytes per sharded gradient. With
 ``sharding.pipeline_defers_grad_reduce`` (torch.distributed.pipelining with FSDP2) a pipeline
 rank accumulates the unsharded gradients of all its parameters across the microbatches of a
 step, in the gradient-reduction dtype when ``sharding.unsharded_grad_dtype`` is ``reduce``
@@ -55,6 +57,8 @@ from simtrain.workload.shard import fp8_recipe_in_effect
 
 WEIGHT_BYTES = 2
 GRAD_BYTES = 2
+MASTER_BYTES = 4
+"""Bytes of an fp32 master weight (and of a gradient kept in its dtype)."""
 FP8_COPY_BYTES = {recipe: cast - 2 for recipe, cast in CAST_BYTES_PER_ELEMENT.items()}
 """Bytes per weight of the two 8-bit copies (and their scales): what a cast writes."""
 
@@ -122,6 +126,8 @@ class RankParams:
         layers: 0-based layers the rank holds (twice as many under DualPipe).
         linear_weights: weight-matrix elements of the rank's linear layers (attention, MLP,
             experts; not the embedding, LM head or router): what FP8 training casts.
+        outside_layers: parameters outside the rank's transformer layers (token embedding,
+            position table, final norm, LM head): an FSDP root unit's.
     """
 
     dense: float
@@ -129,6 +135,7 @@ class RankParams:
     largest_layer: float
     layers: tuple[int, ...]
     linear_weights: float = 0.0
+    outside_layers: float = 0.0
 
 
 def rank_stages(pp: int, vpp: int, schedule: str, rank: int) -> tuple[int, ...]:
@@ -176,6 +183,7 @@ def rank_params(spec: ExperimentSpec, rank: int) -> RankParams:
         dense += layer_dense
         experts += layer_experts
         largest = max(largest, layer_dense + layer_experts)
+    in_layers = dense + experts
     # Under DualPipe the end ranks hold stage 0 of one copy and the last stage of the other.
     if 0 in stages:
         dense += m.vocab_size * h / p.tp
@@ -187,7 +195,7 @@ def rank_params(spec: ExperimentSpec, rank: int) -> RankParams:
         # synchronised copy on the last stage otherwise).
         if not (m.tied_embeddings and num_stages == 1):
             dense += m.vocab_size * h / p.tp
-    return RankParams(dense, experts, largest, layers, linear)
+    return RankParams(dense, experts, largest, layers, linear, dense + experts - in_layers)
 
 
 def rank_model_states(spec: ExperimentSpec, rank: int) -> ModelStateBytes:
@@ -206,6 +214,12 @@ def rank_model_states(spec: ExperimentSpec, rank: int) -> ModelStateBytes:
     states = model_state_bytes(params.dense, stage, shard, optimizer) + model_state_bytes(
         params.experts, stage, min(shard, p.expert_dp), optimizer
     )
+    if stage >= 2 and get_framework(spec.training.framework).sharding.param_shard_is_master:
+        # the shard is the fp32 master (counted with the optimizer); its gradient is fp32
+        weights = 0.0 if stage == 3 else states.weights
+        states = ModelStateBytes(
+            weights, states.gradients * MASTER_BYTES / GRAD_BYTES, states.optimizer
+        )
     if stage == 2 and fp8_gathers(spec):
         # the gathered (unsharded) linear weights are the 1-byte FP8 all-gather outputs
         saved = params.linear_weights * (WEIGHT_BYTES - FP8_GATHER_BYTES)
@@ -230,6 +244,22 @@ def fp8_gathers(spec: ExperimentSpec) -> bool:
     )
 
 
+def defers_grad_reduce(spec: ExperimentSpec) -> bool:
+    """Whether pipeline ranks accumulate unsharded gradients over the step's microbatches.
+
+    Under pipeline parallelism with more than one microbatch and ZeRO-2/3, when the stack's
+    pipeline engine defers the reduction to the last microbatch (profile
+    ``sharding.pipeline_defers_grad_reduce``).
+    """
+    p = spec.parallel
+    return (
+        p.pp > 1
+        and p.num_microbatches > 1
+        and effective_zero_stage(spec) >= 2
+        and get_framework(spec.training.framework).sharding.pipeline_defers_grad_reduce
+    )
+
+
 def unsharded_grad_bytes(spec: ExperimentSpec, rank: int) -> float:
     """Unsharded gradients pipeline rank ``rank`` accumulates across a step's microbatches.
 
@@ -241,15 +271,9 @@ def unsharded_grad_bytes(spec: ExperimentSpec, rank: int) -> float:
     holding P parameters (after TP) keeps 4·P bytes under FSDP2 with fp32 reduction: Llama 3.1
     405B on pp = 8, tp = 8 puts about 6.2e9 parameters on a rank, 25 GB.
     """
-    p = spec.parallel
-    sharding = get_framework(spec.training.framework).sharding
-    if not (
-        p.pp > 1
-        and p.num_microbatches > 1
-        and effective_zero_stage(spec) >= 2
-        and sharding.pipeline_defers_grad_reduce
-    ):
+    if not defers_grad_reduce(spec):
         return 0.0
+    sharding = get_framework(spec.training.framework).sharding
     if sharding.unsharded_grad_dtype == "reduce":
         per_param = GRAD_REDUCE_BYTES[spec.training.grad_reduce_dtype or "fp32"]
     else:

@@ -20,13 +20,13 @@ asynchronous tensor-parallel communication in the backward).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from simtrain.catalog.frameworks import get_framework
 from simtrain.gcpause import without_cyclic_gc
 from simtrain.parallel.layout import RankLayout
-from simtrain.parallel.overlap import feasible_steps, step_actions, tp_overlapped
+from simtrain.parallel.overlap import TpCommImpl, feasible_steps, step_actions, tp_overlapped
 from simtrain.parallel.program import Program, Task
 from simtrain.parallel.schedules import Action, split_backwards, stage_rank
 from simtrain.parallel.segments import SegmentPlan, segment_ops
@@ -35,10 +35,12 @@ from simtrain.parallel.stages import chunk_layers, recomputed_layers
 from simtrain.specs.experiment import ExperimentSpec
 from simtrain.specs.framework import GRAD_REDUCE_BYTES
 from simtrain.specs.framework_resolve import effective_zero_stage
+from simtrain.workload.eager import EagerModules
 from simtrain.workload.linear import weight_cast_op
 from simtrain.workload.ops import Op
 from simtrain.workload.optimizers import optimizer_op
-from simtrain.workload.primitives import FP8_DTYPES
+from simtrain.workload.primitives import FP8_DTYPES, memory_op
+from simtrain.workload.shard import fp8_recipe_in_effect
 from simtrain.workload.transformer import (
     ACT_BYTES,
     LayerOps,
@@ -46,6 +48,7 @@ from simtrain.workload.transformer import (
     embedding_ops,
     head_ops,
     layer_ops,
+    per_op_recompute,
 )
 
 SHARD_AXIS = "dp_shard"  # pseudo-axis of a rank's ZeRO shard group (see _RankBuilder.group)
@@ -149,7 +152,7 @@ class _RankBuilder:
 
     def emit(self, plan: SegmentPlan, label: str, stage: int, microbatch: int) -> dict[int, int]:
         """Append a segment plan as tasks; return the last compute task of each layer."""
-        blocks = self.emit_blocks(plan, label, stage, microbatch)
+        blocks = self.emit_blocks(plan, label, stage, microbatch, None)
         while True:
             try:
                 next(blocks)
@@ -157,15 +160,23 @@ class _RankBuilder:
                 return done.value
 
     def emit_blocks(
-        self, plan: SegmentPlan, label: str, stage: int, microbatch: int
+        self,
+        plan: SegmentPlan,
+        label: str,
+        stage: int,
+        microbatch: int,
+        layer_done: Callable[[int, int], None] | None,
     ) -> Generator[None, None, dict[int, int]]:
         """:meth:`emit`, pausing before each compute task that waits for a collective.
 
         The pauses are where another microbatch's work can fill the gap (two-microbatch
-        overlap). Returns the last compute task of each layer.
+        overlap). ``layer_done(layer, task)`` is called as each layer's last compute task is
+        appended, before the collectives issued after it (a gradient hook's place in the
+        issue order). Returns the last compute task of each layer.
         """
         last_of_layer: dict[int, int] = {}
         issued: dict[int, int] = {}  # segment position -> task index of its collective
+        ends = _layer_ends(plan) if layer_done is not None else {}
         for position, seg in enumerate(plan.segments):
             if seg.is_comm:
                 issued[position] = self.comm(seg.ops[0], label, microbatch)
@@ -189,6 +200,8 @@ class _RankBuilder:
             for layer in seg.layers:
                 last_of_layer[layer] = index
             self.last_compute, self.waiting = index, []
+            for layer in ends.get(position, ()):
+                layer_done(layer, index)
         self.deferred += [issued[w] for w in plan.trailing]
         return last_of_layer
 
@@ -261,6 +274,8 @@ def _layer(spec: ExperimentSpec, shard: Shard, layer: int) -> tuple[LayerOps, tu
         return ops, _recomputed(ops.recomputed(spec.parallel.selective_modules))
     if recompute == "minimal":
         return ops, _recomputed(_minimal_recompute(ops))
+    if recompute == "per_op":
+        return ops, _recomputed(per_op_recompute(spec.model, shard, layer, ops))
     return ops, ()
 
 
@@ -316,18 +331,22 @@ def chunk_ops(
         embedding = (
             (0 if shared else model.vocab_size // shard.tp) + positions
         ) * model.hidden_size
-    tp_mode = spec.parallel.tp_comm_overlap or "wgrad"
-    forward = tp_overlapped(forward, tp_mode, shard.tp, model.num_layers)
-    backward = tp_overlapped(backward, tp_mode, shard.tp, model.num_layers)
-    backward_input = [op for op in backward if op.phase != "bwd_weight"]
-    weight = tuple(op for op in backward if op.phase == "bwd_weight")
+    profile = get_framework(spec.training.framework)
+    tp_args = (shard.tp, model.num_layers, *tp_overlap_ways(spec))
+    forward = tp_overlapped(forward, spec.parallel.tp_comm_overlap or "wgrad", *tp_args)
+    backward = tp_overlapped(backward, spec.parallel.tp_comm_overlap or "wgrad", *tp_args)
     tensors = _layer_weight_tensors(backward)
     if embedding:
         tensors[-1].append(embedding)
-    gathered_forward = forward
     sharded = (spec.parallel.dp or 1) * spec.parallel.cp > 1
     stage = effective_zero_stage(spec)
-    behaviour = get_framework(spec.training.framework).sharding
+    behaviour = profile.sharding
+    if sharded and stage >= 2 and profile.memory.unit_grads_materialised:
+        reduce_bytes = GRAD_REDUCE_BYTES[spec.training.grad_reduce_dtype]
+        backward = with_grad_copy_in(backward, tensors, reduce_bytes)
+    backward_input = [op for op in backward if op.phase != "bwd_weight"]
+    weight = tuple(op for op in backward if op.phase == "bwd_weight")
+    gathered_forward = forward
     if sharded and stage == 3:
         forward = gathered_forward = with_param_gathers(forward, tensors, SHARD_AXIS, behaviour)
         backward = with_param_gathers(backward, tensors, SHARD_AXIS, behaviour)
@@ -348,6 +367,62 @@ def chunk_ops(
         expert_elements=_expert_weight_elements(backward),
         fp8_elements=sum(op.m * op.n * op.batch for op in weight if op.dtype in FP8_DTYPES),
     )
+
+
+SEPARATE_PROJECTION_DGRADS = ("qkv_dgrad",)
+"""Input-gradient GEMMs that sum several linears' in a stack with separate projections."""
+
+
+def tp_overlap_ways(spec: ExperimentSpec) -> tuple[TpCommImpl, bool, frozenset[str]]:
+    """How the stack overlaps TP communication: :func:`tp_overlapped`'s last three arguments.
+
+    The implementation of ``tp_comm_overlap: gemm`` and whether the stack gathers FP8 inputs
+    as 8-bit come from the framework profile (the latter only under the per-tensor
+    ``current`` scaling torchao's Float8 tensor parallelism requires). Under
+    ``symmetric_memory`` (torchtitan, whose Llama runs ``wq``/``wk``/``wv`` and a gated MLP's
+    ``w1``/``w3`` as separate linears, docs/references/frameworks.md §Eager modules) the
+    attention and gated-MLP input gradients are sums of matmuls, which the micro-pipeline
+    pass does not fuse with their reduce-scatters.
+    """
+    profile = get_framework(spec.training.framework)
+    impl = profile.overlaps.tp_comm_impl
+    recipe = fp8_recipe_in_effect(spec.training.dtype, spec.training.fp8_recipe)
+    fp8_gathers = profile.tp_fp8_all_gather and recipe == "current"
+    summed: frozenset[str] = frozenset()
+    if impl == "symmetric_memory":
+        gated = ("mlp_fc1_dgrad",) if spec.model.is_gated else ()
+        summed = frozenset((*SEPARATE_PROJECTION_DGRADS, *gated))
+    return impl, fp8_gathers, summed
+
+
+def with_grad_copy_in(
+    ops: Sequence[Op], tensors: dict[int, list[int]], reduce_bytes: int
+) -> list[Op]:
+    """``ops`` with each unit's reduce-scatter copy-in after its last backward op.
+
+    FSDP2's ``foreach_reduce`` copies a unit's 16-bit gradients into one flat
+    reduce-scatter input in the reduction dtype (``torch._chunk_cat``, upcasting on the way)
+    on its reduce-scatter stream, and the compute stream waits for that copy before it frees
+    the gradients and goes on (docs/references/frameworks.md §FSDP2 copy-in and copy-out):
+    2 + ``reduce_bytes`` bytes per weight element, once per backward that reduces. Under
+    pipelining, where the reduction waits for the last microbatch, it stands for the upcast
+    into the fp32 accumulator that FSDP2 runs instead (labelled approximation).
+
+    Examples:
+        >>> from simtrain.workload.primitives import memory_op
+        >>> ops = [memory_op(n, "norm", "bwd_input", 1, layer) for n, layer in (("a", 1), ("b", 0))]
+        >>> [(op.name, op.bytes_accessed) for op in with_grad_copy_in(ops, {1: [10], 0: [5]}, 4)]
+        [('a', 1.0), ('grad_copy_in', 60.0), ('b', 1.0), ('grad_copy_in', 30.0)]
+    """
+    result: list[Op] = []
+    for i, op in enumerate(ops):
+        result.append(op)
+        ends_layer = i + 1 == len(ops) or ops[i + 1].layer != op.layer
+        elements = sum(tensors.get(op.layer, ()))
+        if ends_layer and elements:
+            size = elements * (ACT_BYTES + reduce_bytes)
+            result.append(memory_op("grad_copy_in", "elementwise", "bwd_weight", size, op.layer))
+    return result
 
 
 def gathers_in_forward(spec: ExperimentSpec) -> bool:
@@ -384,7 +459,20 @@ def make_shard(spec: ExperimentSpec) -> Shard:
         etp=p.expert_tp,
         dispatcher=p.moe_dispatcher,
         ep_nodes=ep_nodes,
+        eager=eager_modules(spec),
     )
+
+
+def eager_modules(spec: ExperimentSpec) -> EagerModules:
+    """Which of the model's modules run as eager kernel chains (:mod:`simtrain.workload.eager`).
+
+    Under a profile with ``eager_modules``, all of them run eagerly, unless the experiment is
+    compiled: torch.compile then fuses each transformer block, and the final norm and the
+    loss, outside the blocks, stay eager (docs/references/frameworks.md §Eager modules).
+    """
+    if not get_framework(spec.training.framework).eager_modules:
+        return "none"
+    return "head" if spec.training.execution_mode == "compiled" else "all"
 
 
 def p2p_op(spec: ExperimentSpec) -> Op:
@@ -450,6 +538,7 @@ class _StepAssembler:
             world_size=world,
             simulated_ranks=tuple(ranks),
             weights={r: (1 if full else world // p.pp) for r in ranks},
+            syncs_on_p2p=not p.overlap_p2p_comm,
         )
         self.deps: dict[int, list[Dep]] = {}
         self.instances: dict[str, int] = {}  # collective key -> its one task
@@ -535,6 +624,7 @@ class _StepAssembler:
             self.zero_stage,
             bucket,
             overlap_replica=p.overlap_replica_grad_reduce is not False,
+            shares_gather_communicator=not sharding.separate_reduce_scatter_group,
         )
         # Routed experts are replicated only over the expert-data-parallel group.
         experts = _GradientReducer(
@@ -569,7 +659,9 @@ class _StepAssembler:
                 if chunk > 0:
                     rb.waiting.append(f"{pipeline}:F{chunk - 1}:{mb}")
                 body = "first_forward" if first_forward.setdefault(chunk, mb) == mb else "forward"
-                yield from rb.emit_blocks(self._segments(chunk, body, False), label, chunk, mb)
+                yield from rb.emit_blocks(
+                    self._segments(chunk, body, False), label, chunk, mb, None
+                )
                 tail = rb.settle()
                 if chunk < self.num_chunks - 1:
                     self._send(rb, f"{pipeline}:F{chunk}:{mb}", chunk + 1, label, chunk, mb, tail)
@@ -582,25 +674,30 @@ class _StepAssembler:
             computes_grads = action.kind == "W" or not split_w
             reduces = owns_grads or (every_mb and computes_grads)
             segments = self._segments(chunk, body, reduces and hooks)
-            last_of_layer = yield from rb.emit_blocks(segments, label, chunk, mb)
+            ops = self.chunks[chunk]
+
+            def reduce_layer(layer: int, task: int) -> None:
+                """A layer's gradients are ready: its hook adds them to the buckets."""
+                routed = ops.expert_elements.get(layer, 0)
+                dense = ops.layer_elements.get(layer, 0) - routed
+                grads.add(dense * self.grad_bytes, task, overlap=hooks)
+                experts.add(routed * self.grad_bytes, task, overlap=hooks)
+
+            yield from rb.emit_blocks(segments, label, chunk, mb, reduce_layer if reduces else None)
             rb.settle()
             if action.kind == "B" and chunk > 0:
                 after = [rb.last_compute] if rb.last_compute is not None else []
                 self._send(rb, f"{pipeline}:B{chunk}:{mb}", chunk - 1, label, chunk, mb, after)
-            ops = self.chunks[chunk]
             if owns_grads:
                 totals["elements"] += ops.weight_elements
                 totals["experts"] += sum(ops.expert_elements.values())
                 totals["fp8"] += ops.fp8_elements
             if reduces:
-                for layer, task in last_of_layer.items():
-                    routed = ops.expert_elements.get(layer, 0)
-                    dense = ops.layer_elements.get(layer, 0) - routed
-                    grads.add(dense * self.grad_bytes, task, overlap=hooks)
-                    experts.add(routed * self.grad_bytes, task, overlap=hooks)
                 if every_mb:
                     grads.flush(rb.last_compute)
                     experts.flush(rb.last_compute)
+                grads.release()
+                experts.release()
 
         for step in self.steps_by_stage[stage]:
             _interleave(rb, [run(action) for action in step])
@@ -608,6 +705,8 @@ class _StepAssembler:
         dense_elements = totals["elements"] - expert_elements
         grads.flush(rb.last_compute)
         experts.flush(rb.last_compute)
+        grads.release()
+        experts.release()
         sharded = self.zero_stage >= 1
         updated = dense_elements / (len(grads.shard) if sharded else 1)
         updated += expert_elements / (len(experts.shard) if sharded else 1)
@@ -621,6 +720,19 @@ class _StepAssembler:
         if self.zero_stage in (1, 2) and not gathers_in_forward(self.spec):
             grads.all_gather_params(dense_elements * ACT_BYTES, rb.last_compute)
             experts.all_gather_params(expert_elements * ACT_BYTES, rb.last_compute)
+
+
+def _layer_ends(plan: SegmentPlan) -> dict[int, list[int]]:
+    """The layers whose last compute segment is at each position of ``plan``."""
+    last: dict[int, int] = {}
+    for position, seg in enumerate(plan.segments):
+        if not seg.is_comm:
+            for layer in seg.layers:
+                last[layer] = position
+    ends: dict[int, list[int]] = defaultdict(list)
+    for layer, position in last.items():
+        ends[position].append(layer)
+    return ends
 
 
 def _interleave(rb: _RankBuilder, flows: list[Iterator[None]]) -> None:
@@ -674,8 +786,16 @@ class _GradientReducer:
     bucket_size_bytes: float
     overlap_replica: bool = True
     expert: bool = False
+    shares_gather_communicator: bool = False
+    """The dense shard group's reduce-scatters and parameter gathers go through one
+    communicator (``ShardingBehaviour.separate_reduce_scatter_group`` false): they queue on
+    one stream in issue order, the gathers' (``dp_shard_comm``)."""
     pending_bytes: float = 0.0
     tasks: list[int] = field(default_factory=list)
+    held: list[tuple[int | None, float]] = field(default_factory=list)
+    """(reduce-scatter task, shard bytes) of the all-reduces across shard groups waiting
+    for the end of the backward (not overlapped)."""
+    issued: int = 0  # collectives issued: the sequence number in their collective keys
     group: tuple[int, ...] = ()
     shard: tuple[int, ...] = ()
     replica: tuple[int, ...] = ()
@@ -708,20 +828,34 @@ class _GradientReducer:
             last = self._collective("grad_reduce_scatter", "reduce_scatter", size, after)
         if len(self.replica) > 1:
             shard_bytes = size / len(self.shard)
-            # Not overlapped: no compute runs beside it, the same as each layer's backward
-            # waiting for its reduction; it starts once the backward is done, on a stream of
-            # its own so that the reduce-scatters queued behind it still overlap.
-            extra = None if self.overlap_replica else self.rb.last_compute
-            last = self._collective(
-                "grad_all_reduce_across_shards",
-                "all_reduce",
-                shard_bytes,
-                last,
-                self.replica,
-                extra_after=extra,
-            )
+            if not self.overlap_replica:  # issued by release() once the backward is done
+                self.held.append((last, shard_bytes))
+                return
+            last = self._across_shards(shard_bytes, last, None)
         if last is not None:
             self.tasks.append(last)
+
+    def release(self) -> None:
+        """Issue the held all-reduces across shard groups after the rank's last compute.
+
+        Not overlapped: no compute runs beside them, the same as each layer's backward
+        waiting for its reduction; each starts once the backward is done, on a stream of its
+        own so that the reduce-scatters queued behind it still overlap.
+        """
+        for last, shard_bytes in self.held:
+            self.tasks.append(self._across_shards(shard_bytes, last, self.rb.last_compute))
+        self.held = []
+
+    def _across_shards(self, shard_bytes: float, after: int | None, extra: int | None) -> int:
+        """All-reduce a reduced shard over the replica group (hybrid sharding)."""
+        return self._collective(
+            "grad_all_reduce_across_shards",
+            "all_reduce",
+            shard_bytes,
+            after,
+            self.replica,
+            extra_after=extra,
+        )
 
     def all_gather_params(self, size_bytes: float, after: int | None) -> None:
         """ZeRO >= 1: gather the updated 16-bit parameters after the optimizer step."""
@@ -747,12 +881,18 @@ class _GradientReducer:
             axis=self.rb.dp_axis,
             comm_bytes=size,
         )
-        seq = len(self.tasks)
+        seq, self.issued = self.issued, self.issued + 1
         tag = "edp" if self.expert else "dp"
+        if extra_after is not None:
+            stream = "dp_replica_comm"
+        elif self.shares_gather_communicator and group == self.shard:
+            stream = f"{SHARD_AXIS}_comm"
+        else:
+            stream = "dp_grad_comm"
         return self.rb.add(
             Task(
                 self.rb.rank,
-                "dp_grad_comm" if extra_after is None else "dp_replica_comm",
+                stream,
                 f"{tag}:{name}",
                 "dp_comm",
                 (op,),

@@ -6,8 +6,9 @@ compute op past that window waits for it (:mod:`simtrain.parallel.segments`). Co
 on streams of their own, so a collective whose producer is done starts at once. The engine
 (:func:`simtrain.engine.core.execute`) slows compute that runs while a collective of its rank
 is in flight to what the SMs the collective leaves can do (``collective_sms`` of the
-accelerator's calibration): an overlap hides a transfer, not for free. Without an overlap, the
-compute after a collective waits for it, and the step pays compute plus communication.
+accelerator's calibration; not for a transfer the copy engines move, ``Op.copy_engine``): an
+overlap hides a transfer, not for free. Without an overlap, the compute after a collective
+waits for it, and the step pays compute plus communication.
 
 **The overlaps**, each declared by the stack's framework profile (``overlaps:``) and
 overridable per experiment (``parallel.*``):
@@ -22,7 +23,10 @@ overridable per experiment (``parallel.*``):
   (exposed), ``wgrad`` (the input-gradient reduction under the weight-gradient GEMM,
   Megatron's asynchronous TP) or ``gemm`` (additionally, every sequence-parallel all-gather
   and reduce-scatter cut into ``tp`` chunks pipelined with the GEMM that consumes or produces
-  it, as TransformerEngine's userbuffers do);
+  it, as TransformerEngine's userbuffers do, or as PyTorch's symmetric-memory async TP does
+  under a profile with ``overlaps.tp_comm_impl: symmetric_memory``: copy-engine transfers,
+  which slow no compute, a shard copy and a sum of partials around them, and only the
+  reduce-scatters fed by one matmul decomposed);
 - two-microbatch overlap (``overlap_ep_comm``, :func:`feasible_steps`): a forward and a backward
   of different microbatches run interleaved, so that the expert all-to-alls (and any other
   blocking collective) of one run under the compute of the other: DualPipe's overlapped
@@ -38,25 +42,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Literal
 
 from simtrain.parallel.schedules import get_schedule
 from simtrain.parallel.schedules.base import Action
 from simtrain.parallel.schedules.one_f_one_b import one_f_one_b_rank
 from simtrain.specs.parallel import ParallelSpec
 from simtrain.workload.ops import Op
-from simtrain.workload.primitives import FP8_DTYPES
+from simtrain.workload.primitives import FP8_DTYPES, memory_op
 
 TP_CHUNKED = frozenset({"all_gather", "reduce_scatter"})
 """Tensor-parallel collectives that userbuffers pipelines with a GEMM (sequence parallelism)."""
 
 
-def _chunk_gemm(op: Op, chunks: int) -> tuple[Op, Op]:
+def _chunk_gemm(op: Op, chunks: int, sm_target: bool = True) -> tuple[Op, Op]:
     """A GEMM split along its token rows (M) into one chunk and the other ``chunks - 1``.
 
     The ``chunks - 1`` run as one op of ``batch`` c-1 GEMMs of M/c rows (each chunk is a GEMM
-    of its own shape); FLOPs and bytes add up to the original's. Both are launched for the SMs
-    the communication leaves (``sm_target``: TransformerEngine passes cuBLAS an SM-count
-    target when it overlaps a GEMM with userbuffers communication).
+    of its own shape); FLOPs and bytes add up to the original's. With ``sm_target`` both are
+    launched for the SMs the communication leaves (TransformerEngine passes cuBLAS an
+    SM-count target when it overlaps a GEMM with userbuffers communication).
     """
     rows = op.m // chunks
     rest_rows = op.m - rows * (chunks - 1)
@@ -67,14 +72,14 @@ def _chunk_gemm(op: Op, chunks: int) -> tuple[Op, Op]:
         batch=op.batch * (chunks - 1),
         flops=op.flops * share,
         bytes_accessed=op.bytes_accessed * share,
-        sm_target=True,
+        sm_target=sm_target or op.sm_target,
     )
     one = replace(
         op,
         m=rest_rows,
         flops=op.flops * (1 - share),
         bytes_accessed=op.bytes_accessed * (1 - share),
-        sm_target=True,
+        sm_target=sm_target or op.sm_target,
     )
     return one, many
 
@@ -98,13 +103,27 @@ def _next_gemm(ops: Sequence[Op], start: int) -> int | None:
     return None
 
 
-def tp_overlapped(ops: Sequence[Op], mode: str, tp: int, num_layers: int) -> list[Op]:
+TpCommImpl = Literal["userbuffers", "symmetric_memory"]
+"""How a stack realises ``tp_comm_overlap: gemm`` (a profile's ``overlaps.tp_comm_impl``)."""
+
+
+def tp_overlapped(
+    ops: Sequence[Op],
+    mode: str,
+    tp: int,
+    num_layers: int,
+    impl: TpCommImpl = "userbuffers",
+    fp8_gathers: bool = False,
+    summed_dgrads: frozenset[str] = frozenset(),
+) -> list[Op]:
     """``ops`` with their tensor-parallel collectives overlapped as ``mode`` says.
 
     ``wgrad`` is how the workload emits them (each input-gradient reduction overlaps the
     weight-gradient GEMMs after it); ``none`` removes that overlap; ``gemm`` pipelines the
     transformer layers' all-gathers with the GEMM after them and their reduce-scatters with
-    the GEMM before them, in ``tp`` chunks:
+    the GEMM before them, in ``tp`` chunks, as ``impl`` does it.
+
+    ``userbuffers`` (TransformerEngine):
 
     - all-gather then GEMM: the GEMM's first chunk needs only the rank's own shard, so
       ``[AG, G]`` becomes ``[AG (under G's first c-1 chunks), G chunks 1..c-1, G chunk c]``:
@@ -114,10 +133,28 @@ def tp_overlapped(ops: Sequence[Op], mode: str, tp: int, num_layers: int) -> lis
       a``; the last chunk keeps the reduce-scatter's own overlap (the weight-gradient GEMM in
       the backward).
 
-    Under FP8 the all-gather moves the 8-bit copy (TransformerEngine casts before gathering).
-    The embedding and the LM head are not TransformerEngine layers and keep their
-    collectives as they are; without sequence parallelism (all-reduces) ``gemm`` behaves as
-    ``wgrad``.
+    ``symmetric_memory`` (PyTorch's async TP, ``torch.distributed._symmetric_memory``
+    ``fused_all_gather_matmul`` / ``fused_matmul_reduce_scatter`` inserted by Inductor's
+    micro-pipeline TP pass; docs/references/frameworks.md §Async TP in PyTorch):
+
+    - all-gather then GEMM as above, after the rank copies its own shard into its symmetric
+      buffer and all ranks meet at a barrier, before the first chunk (not overlapped, by
+      design): a copy of ``2·S/c`` bytes for a gather of ``S``;
+    - GEMM then reduce-scatter: each rank computes the partial result of every other rank's
+      rows and the peers pull them (``c - 1`` chunks, the whole transfer under the GEMM's
+      chunks 2..c, its own chunk last), then sums the ``c`` partials it holds: ``[G chunk 1,
+      RS (under G chunks 2..c), G chunks 2..c, sum]``, the sum reading ``S`` and writing
+      ``S/c`` bytes, exposed; no overlap with the weight-gradient GEMM (the fused op returns
+      the reduced output);
+    - only a reduce-scatter whose input is one matmul's output is fused: the input gradients
+      of the GEMMs in ``summed_dgrads`` are sums of several linears' (torchtitan's separate
+      ``wq``/``wk``/``wv`` and ``w1``/``w3``), so their reduce-scatters stay plain, exposed
+      collectives.
+
+    With ``fp8_gathers`` (or under ``gemm``), an all-gather whose GEMM runs in FP8 moves the
+    8-bit copy: the stack casts before gathering (TransformerEngine; torchao's Float8 tensor
+    parallelism). The embedding and the LM head keep their collectives as they are; without
+    sequence parallelism (all-reduces) ``gemm`` behaves as ``wgrad``.
 
     Examples:
         >>> from simtrain.workload.primitives import collective, gemm
@@ -125,11 +162,19 @@ def tp_overlapped(ops: Sequence[Op], mode: str, tp: int, num_layers: int) -> lis
         >>> ops = [ag, gemm("fc1", "fwd", 4096, 1024, 512, 2, 0)]
         >>> [(o.name, o.m, o.batch, o.overlap_ops) for o in tp_overlapped(ops, "gemm", 4, 1)]
         [('ag', 0, 1, 1), ('fc1', 1024, 3, 0), ('fc1', 1024, 1, 0)]
+        >>> out = tp_overlapped(ops, "gemm", 4, 1, "symmetric_memory")
+        >>> [(o.name, o.bytes_accessed, o.overlap_ops) for o in out if o.kind != "gemm"]
+        [('ag_shard_copy', 4000000.0, 0), ('ag', 0.0, 1)]
     """
-    if mode == "wgrad" or tp == 1:
+    if tp == 1:
+        return list(ops)
+    if fp8_gathers or mode == "gemm":
+        ops = _eight_bit_gathers(ops, num_layers)
+    if mode == "wgrad":
         return list(ops)
     if mode == "none":
         return [replace(op, overlap_ops=0) if op.axis == "tp" else op for op in ops]
+    symmetric = impl == "symmetric_memory"
     out: list[Op] = []
     index = 0
     while index < len(ops):
@@ -139,15 +184,23 @@ def tp_overlapped(ops: Sequence[Op], mode: str, tp: int, num_layers: int) -> lis
             if op.comm == "all_gather":
                 target = _next_gemm(ops, index + 1)
                 if target is not None:
-                    gemm_op = ops[target]
-                    low = gemm_op.dtype in FP8_DTYPES
-                    gather = replace(
-                        op, overlap_ops=1, comm_bytes=op.comm_bytes / (2 if low else 1)
-                    )
-                    one, many = _chunk_gemm(gemm_op, tp)
-                    out += [*ops[index + 1 : target], gather, many, one]
+                    one, many = _chunk_gemm(ops[target], tp, not symmetric)
+                    out += ops[index + 1 : target]
+                    if symmetric:
+                        out.append(_tp_memory_op(op, "shard_copy", 2 * op.comm_bytes / tp))
+                    out += [replace(op, overlap_ops=1, copy_engine=symmetric), many, one]
                     index = target + 1
                     continue
+            elif out and out[-1].kind == "gemm" and symmetric:
+                if out[-1].name in summed_dgrads:
+                    out.append(replace(op, overlap_ops=0))
+                else:
+                    first, rest = _chunk_gemm(out.pop(), tp, sm_target=False)
+                    partials = op.comm_bytes * (1 + 1 / tp)
+                    out += [first, replace(op, overlap_ops=1, copy_engine=True), rest]
+                    out.append(_tp_memory_op(op, "partial_sum", partials))
+                index += 1
+                continue
             elif out and out[-1].kind == "gemm":
                 first, rest = _chunk_gemm(out.pop(), tp)
                 many, last = _split_comm(op, tp, 1, op.overlap_ops)
@@ -159,6 +212,24 @@ def tp_overlapped(ops: Sequence[Op], mode: str, tp: int, num_layers: int) -> lis
     return _sm_targeted(out)
 
 
+def _tp_memory_op(collective_op: Op, what: str, size: float) -> Op:
+    """A memory-bound kernel of a decomposed collective, in its phase and layer."""
+    name = f"{collective_op.name}_{what}"
+    return memory_op(name, "elementwise", collective_op.phase, size, collective_op.layer)
+
+
+def _eight_bit_gathers(ops: Sequence[Op], num_layers: int) -> list[Op]:
+    """``ops`` with each layer's TP all-gather that feeds an FP8 GEMM moving 8-bit data."""
+    out = list(ops)
+    for index, op in enumerate(ops):
+        if op.axis != "tp" or op.comm != "all_gather" or not 0 <= op.layer < num_layers:
+            continue
+        target = _next_gemm(ops, index + 1)
+        if target is not None and ops[target].dtype in FP8_DTYPES:
+            out[index] = replace(op, comm_bytes=op.comm_bytes / 2)
+    return out
+
+
 def _sm_targeted(ops: list[Op]) -> list[Op]:
     """``ops`` with every GEMM that runs under a tensor-parallel collective marked ``sm_target``.
 
@@ -167,7 +238,7 @@ def _sm_targeted(ops: list[Op]) -> list[Op]:
     """
     out = list(ops)
     for index, op in enumerate(ops):
-        if op.axis != "tp" or not op.overlap_ops:
+        if op.axis != "tp" or not op.overlap_ops or op.copy_engine:
             continue
         for follower in range(index + 1, min(index + 1 + op.overlap_ops, len(out))):
             if out[follower].kind == "gemm" and not out[follower].sm_target:

@@ -60,12 +60,16 @@ class Program:
         world_size: ranks in the job (simulated or not).
         simulated_ranks: the ranks that have tasks (all of them in full mode).
         weights: how many ranks each simulated rank stands for (symmetry reduction).
+        syncs_on_p2p: an eager host synchronises the device after each pipeline transfer
+            (Megatron's batched send/receive with ``batch_p2p_sync``); false when the
+            transfers are overlapped (asynchronous, waited for on the device).
     """
 
     tasks: list[Task] = field(default_factory=list)
     world_size: int = 1
     simulated_ranks: tuple[int, ...] = (0,)
     weights: dict[int, int] = field(default_factory=dict)
+    syncs_on_p2p: bool = True
 
     def add(self, task: Task) -> int:
         """Append ``task`` and return its index, for use in later tasks' ``deps``."""

@@ -16,6 +16,11 @@ profile (:class:`~simtrain.specs.framework.ShardingBehaviour`):
 - *recomputation*: under activation recomputation the recomputed forward either shares the
   backward's gather (FSDP: checkpointing inside the unit) or gathers again (DeepSpeed's hooks
   fire again).
+- *copy-out*: a stack that gathers into flat buffers of its own (FSDP2,
+  ``gather_output_buffers`` > 0) copies each gathered unit into its per-parameter tensors on
+  the compute stream before the unit runs (``foreach_all_gather_copy_out``:
+  ``split_with_sizes_copy``, the gathered bytes read and written once); FSDP1's flat
+  parameter, DeepSpeed and Megatron compute on the gathered buffer itself.
 
 The gathers become collective ops in the op sequence, with ``overlap_ops`` counting the
 compute ops that run while each is in flight (:mod:`simtrain.parallel.segments`).
@@ -27,7 +32,7 @@ from collections.abc import Sequence
 
 from simtrain.specs.framework import ShardingBehaviour
 from simtrain.workload.ops import Op
-from simtrain.workload.primitives import collective
+from simtrain.workload.primitives import collective, memory_op
 from simtrain.workload.transformer import ACT_BYTES
 
 
@@ -58,6 +63,16 @@ def fetch_units(tensors: Sequence[int], behaviour: ShardingBehaviour) -> list[fl
     return buckets
 
 
+def copy_out_op(gathered_bytes: float, phase: str, layer: int) -> Op:
+    """The copy of a gathered unit out of the all-gather's flat buffer into its parameters.
+
+    Examples:
+        >>> copy_out_op(1e9, "fwd", 3).bytes_accessed
+        2000000000.0
+    """
+    return memory_op("param_copy_out", "elementwise", phase, 2 * gathered_bytes, layer)
+
+
 def _runs(ops: Sequence[Op], split_recompute: bool) -> list[tuple[int, list[Op]]]:
     """Consecutive ops of one layer (and, if asked, of one recompute/other phase)."""
     runs: list[tuple[tuple[int, bool], list[Op]]] = []
@@ -86,6 +101,11 @@ def with_param_gathers(
     """
     runs = _runs(ops, behaviour.regather_for_recompute)
     units = [fetch_units(tensors.get(layer, []), behaviour) for layer, _ in runs]
+    if behaviour.gather_output_buffers:
+        runs = [
+            (layer, [copy_out_op(sum(units[r]), run[0].phase, layer), *run] if units[r] else run)
+            for r, (layer, run) in enumerate(runs)
+        ]
     compute = [sum(not op.is_comm for op in run) for _, run in runs]
     result: list[Op] = []
     issued = [0] * len(runs)  # gathers of each run already issued

@@ -5,6 +5,7 @@ Schema ``simtrain-trace`` version 1::
     {
       "schema": "simtrain-trace", "version": 1,
       "world_size": int, "simulated_ranks": [int], "weights": {"rank": int},
+      "syncs_on_p2p": bool (optional, default true),
       "spec": {...resolved experiment...} | null,
       "tasks": [
         {"rank": int, "stream": str, "label": str, "category": str,
@@ -43,6 +44,7 @@ def program_to_dict(program: Program, spec: dict[str, Any] | None = None) -> dic
         "world_size": program.world_size,
         "simulated_ranks": list(program.simulated_ranks),
         "weights": {str(k): v for k, v in program.weights.items()},
+        "syncs_on_p2p": program.syncs_on_p2p,
         "spec": spec,
         "tasks": [
             {
@@ -126,4 +128,5 @@ def program_from_dict(data: Any) -> Program:
         world_size=int(data.get("world_size", 1)),
         simulated_ranks=tuple(int(r) for r in data.get("simulated_ranks", [])),
         weights={int(k): int(v) for k, v in data.get("weights", {}).items()},
+        syncs_on_p2p=bool(data.get("syncs_on_p2p", True)),
     )

@@ -48,6 +48,12 @@ class GemmCalibration(Spec):
     """Whether the library's kernels are persistent: one CTA per SM of the whole device, each
     with a fixed share of the tiles, so a collective holding SMs pushes the CTAs it displaces
     into a second round (:mod:`simtrain.compute.gemm`)."""
+    split_accumulator_speed: float = bounded(
+        1.0, gt=0, le=1, why="promoting partial sums never speeds a GEMM up"
+    )
+    """Speed of an FP8 GEMM with split accumulation (partial sums promoted to FP32 at
+    intervals, cuBLASLt's fast accumulation off) relative to the fast-accumulation GEMMs the
+    ceiling is measured on; 1 where the part has no such mode or it costs nothing."""
 
     @field_validator("tile_shapes")
     @classmethod

@@ -27,6 +27,15 @@ def _recompute_problems(spec: ExperimentSpec) -> list[str]:
             f"parallel.recompute_modules={list(p.recompute_modules)} needs "
             f"parallel.recompute=selective (got {p.recompute!r})"
         )
+    if p.recompute == "per_op" and (
+        m.is_moe or m.mla is not None or m.block != "serial" or not m.is_gated
+    ):
+        problems.append(
+            "parallel.recompute=per_op needs a dense, serial block with a gated MLP and "
+            "no MLA (torchtitan's Llama; got "
+            f"model.block={m.block!r}, activation={m.activation!r}, "
+            f"num_experts={m.num_experts}, mla={'set' if m.mla is not None else 'none'})"
+        )
     needs = {
         "mla_up_proj": (m.mla is not None, "multi-head latent attention (model.mla)"),
         "moe_act": (m.is_moe, "an MoE model (model.num_experts > 0)"),

@@ -62,6 +62,13 @@ class Overlaps(Spec):
     """Tensor-parallel communication: none (exposed), wgrad (the input-gradient all-reduce runs
     during the weight-gradient GEMM, Megatron's async TP) or gemm (chunked all-gather /
     reduce-scatter pipelined with the GEMMs, userbuffers / async TP)."""
+    tp_comm_impl: Literal["userbuffers", "symmetric_memory"]
+    """How ``tp_comm: gemm`` is realised (:func:`simtrain.parallel.overlap.tp_overlapped`):
+    userbuffers (TransformerEngine: ring exchanges pipelined with every sequence-parallel
+    GEMM's chunks) or symmetric_memory (PyTorch's async TP: Inductor's micro-pipeline pass
+    fuses an all-gather with the matmuls it feeds and a reduce-scatter with the one matmul
+    that produces it; a shard copy before each gather, a sum of the partials after each
+    reduce-scatter, and reduce-scatters fed by a sum of matmuls left alone)."""
     ep_dispatch: bool
     """Expert all-to-all dispatch/combine hidden behind another microbatch's compute (a
     forward and a backward of different microbatches interleaved: combined 1F1B)."""
@@ -111,6 +118,29 @@ class ShardingBehaviour(Spec):
     """Under FP8 training the weight shards of the linear layers are cast to FP8 before the
     all-gather, so a gathered (unsharded) weight holds 1 byte per element and is itself the
     FP8 operand (torchao's enable_fsdp_float8_all_gather); false: 16-bit gathers."""
+    param_shard_is_master: bool
+    """The sharded parameter is the fp32 master weight and its gradient is kept in that dtype
+    (FSDP2: the original parameter is sharded as a DTensor and cast to the compute dtype by
+    the all-gather; the reduce-scatter output becomes its fp32 gradient): under ZeRO-3 no
+    16-bit shard exists, and under ZeRO-2/3 a sharded gradient holds 4 bytes per parameter;
+    false: a 16-bit shard and a 16-bit sharded gradient beside the optimizer's master."""
+    root_unsharded_through_step: bool
+    """Under ZeRO-3 the parameters outside the wrapped blocks (the root unit: token embedding,
+    final norm and LM head under torchtitan's wrapping) stay gathered from the forward to the
+    end of the backward (FSDP2 does not reshard its root module after the forward); false:
+    gathered and freed like a block."""
+    gather_output_buffers: int = bounded(ge=0, le=8, why="8x FSDP2's two")
+    """Flat all-gather output buffers, one gathered unit each, that the stack holds apart from
+    the unsharded parameters they are copied into (FSDP2: two, on its all-gather streams,
+    whose blocks the caching allocator gives to no other stream); 0 when the gathered buffer
+    is the parameters' own storage (FSDP1's FlatParameter, DeepSpeed, Megatron). Above 0,
+    every gather is also followed by that copy on the compute stream (the gathered bytes
+    read and written, :func:`simtrain.parallel.sharding.copy_out_op`)."""
+    separate_reduce_scatter_group: bool
+    """The gradient reduce-scatters run on a process group of their own, so they overlap the
+    parameter all-gathers (fairscale FSDP's ``process_group_reduce_scatter``); false: both go
+    through the shard group's one NCCL communicator, which runs one collective at a time in
+    issue order (PyTorch FSDP1 and FSDP2, Megatron-FSDP and DeepSpeed by default)."""
 
 
 class MemoryHabits(Spec):
@@ -156,6 +186,37 @@ class MemoryHabits(Spec):
     output, not an input of any checkpointed layer) for its backward
     (torch.distributed.pipelining's forward cache); false: the output's storage is freed once
     sent (Megatron's deallocate_output_tensor)."""
+    pipeline_recv_buffers_per_microbatch: bool
+    """The pipeline engine allocates a receive buffer for every microbatch of the step, for
+    activations (on stages after the first) and for gradients (on stages before the last),
+    and keeps them (torch.distributed.pipelining); false: a send and a receive buffer per
+    direction in flight (Megatron's p2p communication)."""
+    pipeline_keeps_last_outputs: bool
+    """The last pipeline stage keeps every microbatch's output (the 16-bit logits) until the
+    step returns (torch.distributed.pipelining's output_chunks, merged by ``step()``); false:
+    each is freed after its loss backward."""
+    unit_grads_materialised: bool
+    """A unit's weight gradients are first materialised whole in the 16-bit compute dtype
+    (autograd's ``.grad`` on the unsharded parameters) and then added into the deferred
+    accumulator or copied into a reduce-scatter input of the unit's size in the reduction
+    dtype, which lives until the next unit's reduction (FSDP2's post-backward and
+    ``foreach_reduce``); false: the weight-gradient GEMMs write into the stack's gradient
+    buffer, reduced in ``grad_bucket_size_bytes`` buckets (Megatron). When true the copy
+    also costs time: under ZeRO-2/3 every backward that computes a unit's weight gradients
+    ends with it, and the compute stream waits for it
+    (:func:`simtrain.parallel.builder.with_grad_copy_in`)."""
+    backward_buffers_after_loss: bool
+    """The backward's prefetched gather and its gradient reduction are issued from the layers'
+    backward hooks, after the loss backward, so they never coexist with the loss phase (FSDP2:
+    explicit prefetch from a block's pre-backward, reduce-scatter from its post-backward);
+    false: counted on top of it (a compiler may issue them earlier)."""
+    final_norm_bytes_per_element: float = bounded(
+        ge=0, le=16, why="four fp32 copies of the norm's input"
+    )
+    """Bytes the final norm (before the LM head) keeps per element of its input for the
+    backward: 2 for a fused or compiled norm (its 16-bit input, Korthikanti et al. 2022), 6
+    for an eager RMSNorm that upcasts (the fp32 copy of its input, 4, and the 16-bit
+    normalised output its weight's gradient reads, 2)."""
     runtime_reserved_bytes: float = bounded(
         ge=0, le=16e9, why="16 GB, 5x a CUDA context with NCCL and cuBLAS workspaces"
     )
@@ -184,6 +245,19 @@ class FrameworkProfile(Spec):
     execution_mode: ExecutionMode
     """Default execution mode: eager (kernels issued one by one from Python), cuda_graphs
     (captured and replayed) or compiled (XLA / torch.compile)."""
+    eager_modules: bool
+    """The model's RMSNorm, rotary embedding, gated activation, grouped-query key/value
+    expansion and cross-entropy are plain PyTorch modules run eagerly (torchtitan's Llama):
+    each is a chain of unfused ATen kernels with fp32 upcasts, and its autograd backward
+    another, sized in :mod:`simtrain.workload.eager`; the fp32 upcasts and extra passes over
+    HBM cost time. Under ``execution_mode: compiled`` the transformer blocks are fused and
+    only the final norm and the loss (outside the compiled blocks) stay eager. False: fused
+    kernels (Transformer Engine, Apex, Megatron's fused ops, XLA)."""
+    tp_fp8_all_gather: bool
+    """Under FP8 training with per-tensor current scaling, the tensor-parallel all-gathers
+    move the 8-bit copy of their input, cast before gathering (torchao's Float8 tensor
+    parallelism); false: 16-bit, unless ``tp_comm: gemm`` (TransformerEngine's userbuffers
+    and PyTorch's async TP gather 8-bit)."""
     attention_kernel: AttentionKernel
     """Default attention implementation."""
     attention_kernels: tuple[AttentionKernel, ...]

@@ -30,7 +30,7 @@ class MeshAxis(str, Enum):
 RANK_AXES = ("tp", "cp", "ep", "dp", "pp")
 """Axes a ``rank_order`` may name."""
 PipelineScheduleName = Literal["gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "dualpipe"]
-RecomputeMode = Literal["none", "selective", "minimal", "full"]
+RecomputeMode = Literal["none", "selective", "minimal", "per_op", "full"]
 RecomputeModule = Literal[
     "core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts"
 ]
@@ -97,7 +97,11 @@ class ParallelSpec(Spec):
     """Activation recomputation: none, selective (the submodules of ``recompute_modules``; by
     default the attention core), minimal (everything but the weight matmuls: attention core,
     norms, activation functions; their outputs are kept, as MaxText's remat_policy "minimal"
-    does) or full (whole layer)."""
+    does), per_op (torchtitan's per-operator selective checkpointing, ``selective_ac_option
+    = "op"``: the attention core's output and every other weight matmul's output are kept,
+    counted per block in forward order, so Q, V, the MLP gate and down projections are kept
+    and K, the output projection, the MLP up projection and every non-matmul op re-run; a
+    dense, serial, gated layer) or full (whole layer)."""
     recompute_modules: list[RecomputeModule] | None = None
     """With recompute=selective, the submodules whose activations are dropped in the forward
     and recomputed in the backward (Megatron-Core's ``--recompute-modules``; omit for

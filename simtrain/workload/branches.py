@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simtrain.specs.model import ModelSpec
+from simtrain.workload import eager
 from simtrain.workload.attention import HeadShape, context_parallel_attention
 from simtrain.workload.linear import linear_layer
 from simtrain.workload.ops import Op
@@ -72,11 +73,18 @@ class Tokens:
         return cls(seq, full, full // shard.tp if shard.sp and shard.tp > 1 else full)
 
 
-def _rope(model: ModelSpec, tokens: int, q_heads: int, k_heads: int, layer: int) -> list[Op]:
-    """Rotary embedding: read and write the rotated dimensions of the rank's Q and K heads."""
+def _rope(
+    model: ModelSpec, tokens: int, q_heads: int, k_heads: int, layer: int, eager_rope: bool = False
+) -> list[Op]:
+    """Rotary embedding: read and write the rotated dimensions of the rank's Q and K heads.
+
+    Eager (torchtitan's complex-number rotation): upcast, complex multiply and cast back
+    (:data:`simtrain.workload.eager.ROPE_BYTES` per rotated element).
+    """
     if model.rotary_dim == 0:
         return []
-    size = 2 * tokens * (q_heads + k_heads) * model.rotary_dim * ACT_BYTES
+    elements = tokens * (q_heads + k_heads) * model.rotary_dim
+    size = elements * (eager.ROPE_BYTES if eager_rope else 2 * ACT_BYTES)
     return [memory_op("rope", "elementwise", "fwd", size, layer)]
 
 
@@ -116,11 +124,32 @@ def attention_branch(model: ModelSpec, shard: Shard, layer: int) -> Branch:
         tok.seq,
         layer,
     )
-    rope = _rope(model, tok.full, heads, kv, layer)
-    core = (*rope, *core_f)
+    eager_ops = shard.eager == "all"
+    rope = _rope(model, tok.full, heads, kv, layer, eager_ops)
+    expand: list[Op] = []
+    expand_bwd: list[Op] = []
+    grad_sum: list[Op] = []
+    if eager_ops:
+        # torchtitan: repeat_kv copies keys and values to every query head; the separate
+        # wq, wk and wv take the same input, whose gradient autograd sums (two adds).
+        size = eager.kv_expand_bytes(tok.full, heads * d, kv * d)
+        if size:
+            expand = [memory_op("repeat_kv", "elementwise", "fwd", size, layer)]
+            expand_bwd = [memory_op("repeat_kv_bwd", "elementwise", "bwd_input", size, layer)]
+        sum_bytes = 2 * eager.GRAD_SUM_BYTES * tok.full * h
+        grad_sum = [memory_op("qkv_grad_sum", "elementwise", "bwd_input", sum_bytes, layer)]
+    core = (*rope, *expand, *core_f)
     return Branch(
         forward=(*qkv.forward, *core, *out.forward),
-        backward=(*out.dgrad, out.wgrad, *core_b, *_rope_bwd(rope), *qkv.dgrad),
+        backward=(
+            *out.dgrad,
+            out.wgrad,
+            *core_b,
+            *expand_bwd,
+            *_rope_bwd(rope),
+            *qkv.dgrad,
+            *grad_sum,
+        ),
         weight_tail=(qkv.wgrad,),
         core=core,
     )
@@ -237,6 +266,15 @@ def mlp_branch(model: ModelSpec, shard: Shard, layer: int) -> Branch:
     fc1 = linear_layer("mlp_fc1", tok.full, h, (2 if model.is_gated else 1) * ffn, shard, layer)
     fc2 = linear_layer("mlp_fc2", tok.full, ffn, h, shard, layer)
     act = activation_bytes(model, tok.full, ffn)
+    act_bwd = 2 * act
+    grad_sum: list[Op] = []
+    if shard.eager == "all" and model.is_gated:
+        # torchtitan's w2(silu(w1(x)) * w3(x)): separate kernels, and w1 and w3 take the
+        # same input, whose gradient autograd sums (one add).
+        act = tok.full * ffn * eager.SWIGLU_FWD_BYTES
+        act_bwd = tok.full * ffn * eager.SWIGLU_BWD_BYTES
+        sum_bytes = eager.GRAD_SUM_BYTES * tok.full * h
+        grad_sum = [memory_op("mlp_fc1_grad_sum", "elementwise", "bwd_input", sum_bytes, layer)]
     return Branch(
         forward=(
             *fc1.forward,
@@ -246,8 +284,9 @@ def mlp_branch(model: ModelSpec, shard: Shard, layer: int) -> Branch:
         backward=(
             *fc2.dgrad,
             fc2.wgrad,
-            memory_op("activation_bwd", "elementwise", "bwd_input", 2 * act, layer),
+            memory_op("activation_bwd", "elementwise", "bwd_input", act_bwd, layer),
             *fc1.dgrad,
+            *grad_sum,
         ),
         weight_tail=(fc1.wgrad,),
     )

@@ -246,14 +246,20 @@ def recompute_flops_per_sequence(
     a dense MLP (``mlp``); the shared experts (``shared_experts``); the router and the
     routed and shared experts (``moe``); ``layernorm`` and ``moe_act`` re-run memory-bound
     ops only. ``minimal`` re-runs the attention core's FLOPs (its other recomputed ops are
-    memory-bound). (Korthikanti et al.'s Eq. 8, 1 + s/(3h), counts twice the selective
-    figure; simtrain counts the work the recomputation actually executes.)
+    memory-bound); ``per_op`` the key, output and MLP up projections of every layer.
+    (Korthikanti et al.'s Eq. 8, 1 + s/(3h), counts twice the selective figure; simtrain
+    counts the work the recomputation actually executes.)
     """
     s = model.seq_length
     attention_fwd = s * attention_fwd_flops_per_query(model, model.attended_keys)
     attention_fwd *= model.num_layers
     if recompute == "minimal":
         return attention_fwd
+    if recompute == "per_op":  # the key, output and up projections (dense gated layers)
+        h, d = model.hidden_size, model.head_size
+        per_layer = h * model.kv_heads * d + model.num_heads * model.v_head_size * h
+        per_layer += h * model.ffn_size
+        return 2 * s * model.num_layers * per_layer
     if recompute == "full":
         return 2 * s * layer_matmul_params_per_token(model) + attention_fwd
     if recompute != "selective":

@@ -22,11 +22,21 @@ Recipes differ in the scale bookkeeping the casts carry (bytes per element cast)
 - ``blockwise`` (DeepSeek-V3's 1x128 activation / 128x128 weight tiles with FP32 scales):
   4 + 2·4/128;
 - ``mxfp8`` (Blackwell: 32-element blocks with one E8M0 scale byte, both copies): 4 + 2/32.
+
+Under the per-tensor recipes (``delayed``, ``current``) the input- and weight-gradient GEMMs
+accumulate with split accumulation (partial sums promoted to FP32 at intervals, cuBLASLt's
+fast accumulation off) and the forward GEMM with fast accumulation: TransformerEngine's
+``_2X_ACC_FPROP = False``, ``_2X_ACC_DGRAD = _2X_ACC_WGRAD = True`` passed as
+``use_split_accumulator`` to its GEMMs, and torchao's float8 defaults (``use_fast_accum``
+on the output GEMM only); ``docs/references/numerics.md`` §FP8. Those ops carry
+``split_accumulator``; the compute model prices it per part. The block-scaled recipes are
+left as they are (DeepSeek-V3's kernels promote in every GEMM; Blackwell's MXFP8 GEMMs have
+no fast-accumulation mode).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from simtrain.workload.ops import Op
 from simtrain.workload.primitives import linear, memory_op
@@ -39,6 +49,8 @@ CAST_BYTES_PER_ELEMENT = {
     "mxfp8": 4.0 + 2 / 32,
 }
 """Bytes read and written per element cast to FP8 (both copies), by recipe (see above)."""
+SPLIT_ACCUMULATOR_RECIPES = frozenset({"delayed", "current"})
+"""Recipes whose backward GEMMs accumulate with split accumulation (see above)."""
 
 
 @dataclass(frozen=True)
@@ -72,6 +84,8 @@ def linear_layer(
         (['qkv_cast', 'qkv'], 'fp8')
         >>> [op.name for op in linear_layer("qkv", 1024, 64, 192, Shard(1), 0).forward]
         ['qkv']
+        >>> [o.split_accumulator for o in (ops.forward[1], ops.dgrad[1], ops.wgrad)]
+        [False, True, True]
     """
     fwd, dgrad, wgrad = linear(
         name, tokens, n_in, n_out, shard.linear_bytes, layer, batch, shard.linear_dtype
@@ -79,6 +93,9 @@ def linear_layer(
     if not shard.low_precision:
         return LinearOps((fwd,), (dgrad,), wgrad)
     recipe = shard.recipe
+    if recipe in SPLIT_ACCUMULATOR_RECIPES:
+        dgrad = replace(dgrad, split_accumulator=True)
+        wgrad = replace(wgrad, split_accumulator=True)
     return LinearOps(
         (fp8_cast(f"{name}_cast", "fwd", batch * tokens * n_in, recipe, layer), fwd),
         (fp8_cast(f"{name}_grad_cast", "bwd_input", batch * tokens * n_out, recipe, layer), dgrad),

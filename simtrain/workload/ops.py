@@ -57,6 +57,13 @@ class Op:
             library is told the SM count, as TransformerEngine's communication-GEMM overlap
             does), so a persistent kernel does not push CTAs into a second round when the
             collective holds SMs (:mod:`simtrain.compute.gemm`).
+        copy_engine: for communication, moved by the GPU's copy engines (DMA) rather than by
+            a kernel on the SMs (PyTorch's symmetric-memory async TP pulls its chunks with
+            ``cudaMemcpyAsync``): compute running next to it is not slowed.
+        split_accumulator: for an FP8 GEMM, accumulation with periodic promotion of the
+            partial sums to FP32 (cuBLASLt's fast accumulation off), as TransformerEngine and
+            torchao run the input- and weight-gradient GEMMs; slower than the fast
+            accumulation that GEMM benchmarks measure (``GemmCalibration.split_accumulator_speed``).
     """
 
     name: str
@@ -77,6 +84,8 @@ class Op:
     dtype: str = ""
     window: int = 0
     sm_target: bool = False
+    copy_engine: bool = False
+    split_accumulator: bool = False
 
     @property
     def is_comm(self) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from simtrain.workload.eager import EagerModules
 from simtrain.workload.primitives import DTYPE_BYTES, FP8_DTYPES
 
 
@@ -36,6 +37,9 @@ class Shard:
         etp: expert tensor-parallel degree (0: the same as tp).
         dispatcher: how MoE tokens reach their experts, ``alltoall`` or ``deepep``.
         ep_nodes: nodes an expert-parallel group spans (for the two-hop dispatch).
+        eager: which modules run as eager PyTorch kernel chains (``workload.eager``):
+            none, the final norm and loss (``head``), or every norm, rotary embedding,
+            gated activation and loss (``all``).
     """
 
     micro_batch_size: int
@@ -50,6 +54,7 @@ class Shard:
     etp: int = 0
     dispatcher: str = "alltoall"
     ep_nodes: int = 1
+    eager: EagerModules = "none"
 
     @property
     def expert_tp(self) -> int:

@@ -30,14 +30,23 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from simtrain.specs.model import ModelSpec
+from simtrain.workload import eager
 from simtrain.workload.branches import Branch, Tokens, attention_branch, mla_branch, mlp_branch
-from simtrain.workload.linear import high_precision_linear
+from simtrain.workload.linear import high_precision_linear, linear_layer
 from simtrain.workload.moe import moe_branch
 from simtrain.workload.ops import Op
 from simtrain.workload.primitives import ACT_BYTES, collective, memory_op
 from simtrain.workload.shard import Shard
 
-__all__ = ["ACT_BYTES", "LayerOps", "Shard", "embedding_ops", "head_ops", "layer_ops"]
+__all__ = [
+    "ACT_BYTES",
+    "LayerOps",
+    "Shard",
+    "embedding_ops",
+    "head_ops",
+    "layer_ops",
+    "per_op_recompute",
+]
 
 
 def tp_comm(
@@ -170,6 +179,40 @@ def recompute_groups(
     return groups
 
 
+def per_op_recompute(model: ModelSpec, shard: Shard, layer: int, ops: LayerOps) -> list[Op]:
+    """Forward ops torchtitan's per-operator selective checkpointing re-runs, in order.
+
+    Its policy (docs/references/frameworks.md §torchtitan) keeps the outputs of the attention
+    kernel and of the odd-numbered matmuls of a block, counted in forward order (wq 1, wk 2,
+    wv 3, wo 4, w1 5, w3 6, w2 7), and recomputes everything else up to the last tensor the
+    backward needs: the norms, the key projection (wk), the rotary embedding and key/value
+    expansion, the output projection (wo), the first residual add, the up projection (w3) and
+    the activation. simtrain's QKV and gate/up GEMMs are fused, so the recomputed key and up
+    projections are GEMMs of their own shapes here. Of the tensor-parallel collectives only
+    the reduce-scatters are in the saved list: the sequence-parallel all-gathers before the
+    QKV and MLP input projections re-run (and, without sequence parallelism, the all-reduce
+    of the recomputed output projection).
+    """
+    t, tok = shard.tp, Tokens.of(model, shard)
+    h, d = model.hidden_size, model.head_size
+    kv, ffn = max(1, model.kv_heads // t), model.ffn_size // t
+    k_proj = linear_layer("k_proj", tok.full, h, kv * d, shard, layer).forward
+    up_proj = linear_layer("mlp_up", tok.full, h, ffn, shard, layer).forward
+    kept = {"qkv", "qkv_cast", "mlp_fc1", "mlp_fc1_cast"}
+    result: list[Op] = []
+    for op in ops.forward:
+        if op.name in ("mlp_fc2_cast", "mlp_fc2"):  # w2's output is kept; nothing after it
+            break  # is needed by the backward (early stop)
+        if op.kind == "attention" or op.name in kept or op.comm == "reduce_scatter":
+            if op.name == "qkv":
+                result += k_proj
+            elif op.name == "mlp_fc1":
+                result += up_proj
+            continue
+        result.append(op)
+    return result
+
+
 def _norm(name: str, phase: str, size: float, layer: int) -> Op:
     return memory_op(name, "norm", phase, size, layer)
 
@@ -178,13 +221,34 @@ def _residual(name: str, phase: str, size: float, layer: int) -> Op:
     return memory_op(name, "elementwise", phase, size, layer)
 
 
+def norm_bytes(model: ModelSpec, elements: int, eager_norm: bool) -> tuple[float, float]:
+    """Forward and backward bytes of a norm over ``elements`` 16-bit values.
+
+    A fused norm reads and writes its tensor (4 bytes per element; the backward reads the
+    input and the gradient and writes one, twice that). An eager RMSNorm (torchtitan's
+    ``RMSNorm``, fp32 upcast) is a chain of kernels (:mod:`simtrain.workload.eager`);
+    LayerNorm is one ATen kernel either way.
+
+    Examples:
+        >>> from simtrain.specs.model import ModelSpec
+        >>> m = ModelSpec(name="m", num_layers=1, hidden_size=64, num_heads=1,
+        ...               vocab_size=128, seq_length=16, norm="rmsnorm")
+        >>> norm_bytes(m, 10, False), norm_bytes(m, 10, True)
+        ((40, 80), (360, 920))
+    """
+    if eager_norm and model.norm == "rmsnorm":
+        return elements * eager.RMSNORM_FWD_BYTES, elements * eager.RMSNORM_BWD_BYTES
+    fused = 2 * elements * ACT_BYTES
+    return fused, 2 * fused
+
+
 def _serial_block(
     model: ModelSpec, shard: Shard, layer: int, attn: Branch, mlp: Branch
 ) -> tuple[list[Op], list[Op]]:
     tok = Tokens.of(model, shard)
     h = model.hidden_size
     act = tok.full * h * ACT_BYTES  # one full activation tensor [b, s, h]
-    norm_bytes = 2 * tok.local * h * ACT_BYTES
+    norm_f, norm_b = norm_bytes(model, tok.local * h, shard.eager == "all")
     # (bias +) dropout + residual add: read two tensors, write one (and a 1-byte mask).
     bda_bytes = tok.local * h * (3 * ACT_BYTES + (1 if model.dropout else 0))
     a = _tp_region(shard, "attn", act, layer, attn.gathers_input, len(attn.weight_tail))
@@ -194,12 +258,12 @@ def _serial_block(
         else _tp_region(shard, "mlp", act, layer, mlp.gathers_input, len(mlp.weight_tail))
     )
     forward = [
-        _norm("norm1", "fwd", norm_bytes, layer),
+        _norm("norm1", "fwd", norm_f, layer),
         *a.entry,
         *attn.forward,
         *a.exit,
         _residual("bias_dropout_add1", "fwd", bda_bytes, layer),
-        _norm("norm2", "fwd", norm_bytes, layer),
+        _norm("norm2", "fwd", norm_f, layer),
         *m.entry,
         *mlp.forward,
         *m.exit,
@@ -211,13 +275,13 @@ def _serial_block(
         *mlp.backward,
         *m.entry_grad,
         *mlp.weight_tail,
-        _norm("norm2_bwd", "bwd_input", 2 * norm_bytes, layer),
+        _norm("norm2_bwd", "bwd_input", norm_b, layer),
         _residual("bias_dropout_add1_bwd", "bwd_input", bda_bytes, layer),
         *a.exit_grad,
         *attn.backward,
         *a.entry_grad,
         *attn.weight_tail,
-        _norm("norm1_bwd", "bwd_input", 2 * norm_bytes, layer),
+        _norm("norm1_bwd", "bwd_input", norm_b, layer),
     ]
     return forward, backward
 
@@ -234,7 +298,7 @@ def _parallel_block(
     tok = Tokens.of(model, shard)
     h = model.hidden_size
     act = tok.full * h * ACT_BYTES
-    norm_bytes = 2 * tok.local * h * ACT_BYTES
+    norm_f, norm_b = norm_bytes(model, tok.local * h, shard.eager == "all")
     # x + attention + MLP: read three tensors, write one (and two 1-byte dropout masks).
     bda_bytes = tok.local * h * (4 * ACT_BYTES + (2 if model.dropout else 0))
     # An MLP on the rank's own tokens (MoE under SP) reads the normalised input before the
@@ -242,8 +306,8 @@ def _parallel_block(
     local, mlp = (mlp, Branch((), (), ())) if mlp.tp_local else (Branch((), (), ()), mlp)
     tails = len(attn.weight_tail) + len(mlp.weight_tail)
     block = _tp_region(shard, "block", act, layer, overlap=tails)
-    norms = [_norm("norm1", "fwd", norm_bytes, layer)]
-    norms_bwd = [_norm("norm1_bwd", "bwd_input", 2 * norm_bytes, layer)]
+    norms = [_norm("norm1", "fwd", norm_f, layer)]
+    norms_bwd = [_norm("norm1_bwd", "bwd_input", norm_b, layer)]
     if model.num_block_norms == 2:
         a = _tp_region(shard, "attn", act, layer, overlap=len(attn.weight_tail))
         m = (
@@ -251,8 +315,8 @@ def _parallel_block(
             if local.forward
             else _tp_region(shard, "mlp", act, layer, overlap=len(mlp.weight_tail))
         )
-        norms.append(_norm("norm2", "fwd", norm_bytes, layer))
-        norms_bwd.insert(0, _norm("norm2_bwd", "bwd_input", 2 * norm_bytes, layer))
+        norms.append(_norm("norm2", "fwd", norm_f, layer))
+        norms_bwd.insert(0, _norm("norm2_bwd", "bwd_input", norm_b, layer))
         entry, grads = (
             [*a.entry, *m.entry],
             [
@@ -309,9 +373,9 @@ def embedding_ops(model: ModelSpec, shard: Shard) -> tuple[tuple[Op, ...], tuple
         comm = "reduce_scatter" if shard.sp else "all_reduce"
         fwd.append(tp_comm(f"embedding_{comm}", comm, "fwd", act, -1))
     if model.embedding_norm:
-        norm_bytes = 2 * tok.local * model.hidden_size * ACT_BYTES
-        fwd.append(_norm("embedding_norm", "fwd", norm_bytes, -1))
-        bwd.append(_norm("embedding_norm_bwd", "bwd_input", 2 * norm_bytes, -1))
+        size = 2 * tok.local * model.hidden_size * ACT_BYTES
+        fwd.append(_norm("embedding_norm", "fwd", size, -1))
+        bwd.append(_norm("embedding_norm_bwd", "bwd_input", 2 * size, -1))
     bwd.append(memory_op("embedding_bwd", "embedding", "bwd_weight", (rows + 2) * act, -1))
     return tuple(fwd), tuple(bwd)
 
@@ -328,15 +392,23 @@ def head_ops(model: ModelSpec, shard: Shard) -> tuple[Op, ...]:
     layer = model.num_layers  # the head comes after the last transformer layer
     act = tok.full * h * ACT_BYTES
     head = high_precision_linear("lm_head", tok.full, h, vocab, shard, layer, ACT_BYTES)
-    ops: list[Op] = [_norm("final_norm", "fwd", 2 * tok.local * h * ACT_BYTES, layer)]
+    eager_head = shard.eager != "none"
+    norm_f, norm_b = norm_bytes(model, tok.local * h, eager_head)
+    ops: list[Op] = [_norm("final_norm", "fwd", norm_f, layer)]
     if t > 1 and shard.sp:
         ops.append(tp_comm("head_all_gather", "all_gather", "fwd", act, layer))
-    # fp32 logits: written by the GEMM epilogue, read twice and written once by the loss.
-    loss_bytes = tok.full * vocab * 4 * 3
+    # fp32 logits: written by the GEMM epilogue, read twice and written once by the loss;
+    # eager: the 16-bit logits upcast, then log-softmax and nll_loss (workload.eager).
+    logits = tok.full * vocab
+    loss_fwd, loss_bwd = (
+        (logits * eager.CROSS_ENTROPY_FWD_BYTES, logits * eager.CROSS_ENTROPY_BWD_BYTES)
+        if eager_head
+        else (logits * 4 * 3, logits * 4 * 3)
+    )
     ops += [
         *head.forward,
-        memory_op("cross_entropy", "loss", "fwd", loss_bytes, layer),
-        memory_op("cross_entropy_bwd", "loss", "bwd_input", loss_bytes, layer),
+        memory_op("cross_entropy", "loss", "fwd", loss_fwd, layer),
+        memory_op("cross_entropy_bwd", "loss", "bwd_input", loss_bwd, layer),
         *head.dgrad,
     ]
     if t > 1:
@@ -344,6 +416,6 @@ def head_ops(model: ModelSpec, shard: Shard) -> tuple[Op, ...]:
         ops.append(tp_comm(f"head_grad_{comm}", comm, "bwd_input", act, layer, overlap_ops=1))
     ops += [
         head.wgrad,
-        _norm("final_norm_bwd", "bwd_input", 4 * tok.local * h * ACT_BYTES, layer),
+        _norm("final_norm_bwd", "bwd_input", norm_b, layer),
     ]
     return tuple(ops)

@@ -153,3 +153,18 @@ def test_parts_without_measurements_inherit_or_assume_and_say_so():
     assert calibration_for("B200").provenance == "assumed"
     assumed = calibration_for("a part no calibration file names")
     assert assumed.provenance == "assumed" and "A100" in assumed.source
+
+
+@pytest.mark.parametrize("m, n, k", [(8192, 12288, 4096), (4096, 4096, 8192), (1024, 1024, 1024)])
+def test_split_accumulation_divides_the_compute_bound_fp8_gemm_speed(m, n, k):
+    """An FP8 GEMM with split accumulation runs at the part's split_accumulator_speed of the
+    fast-accumulation one (without the fixed per-kernel cost); BF16 parts leave it at 1."""
+    model = RooflineComputeModel(H100, "fp8")
+    fast = replace(gemm("g", "fwd", m, n, k, 1, 0, dtype="fp8"), phase="bwd_weight")
+    split = replace(fast, split_accumulator=True)
+    overhead = model.calibration.kernel_overhead_s
+    speed = model.calibration.gemm.split_accumulator_speed
+    assert 0.8 <= speed < 1.0  # 1 / 1.2 .. 1 / 1.1, pytorch/ao issue 2377
+    ratio = (model.op_time_s(fast) - overhead) / (model.op_time_s(split) - overhead)
+    assert ratio == pytest.approx(speed, rel=1e-9)
+    assert calibration_for("A100-80GB").gemm.split_accumulator_speed == 1.0

@@ -12,7 +12,7 @@ from simtrain.engine.host import readiness
 from simtrain.parallel.builder import build_program
 from simtrain.parallel.program import Program, Task
 from simtrain.workload.ops import Op
-from tests.conftest import make_experiment
+from tests.conftest import GPT_TINY, make_experiment
 
 OP = Op(name="k", kind="elementwise", bytes_accessed=1.0)
 
@@ -118,3 +118,25 @@ def test_pipeline_transfers_stop_the_host_in_eager_mode():
     ]
     assert waiting, "with eager pipeline transfers, some host tasks wait for a transfer"
     assert synced.step_time_s >= free.step_time_s
+
+
+def _host_waits_on_transfers(result) -> int:
+    tasks = result.program.tasks
+    return sum(
+        1
+        for t in tasks
+        if t.stream == "host" and any(tasks[d].category == "pp_comm" for d in t.deps)
+    )
+
+
+def test_only_batched_pipeline_transfers_stop_the_host():
+    # Megatron synchronises the device after a batched send/receive (batch_p2p_sync); with
+    # overlapped transfers (overlap_p2p_comm, so no batching) it waits on the device only
+    # (docs/references/frameworks.md §Communication overlap in Megatron-Core and NeMo)
+    common = ("parallel.pp=2", "parallel.vpp=2", "parallel.pipeline_schedule=interleaved")
+    model = {**GPT_TINY, "num_layers": 4}
+    batched = make_experiment(*common, "parallel.overlap_p2p_comm=false", model=model)
+    overlapped = make_experiment(*common, "parallel.overlap_p2p_comm=true", model=model)
+    assert build_program(batched).syncs_on_p2p and not build_program(overlapped).syncs_on_p2p
+    assert _host_waits_on_transfers(simulate(batched)) > 0
+    assert _host_waits_on_transfers(simulate(overlapped)) == 0

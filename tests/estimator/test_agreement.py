@@ -150,6 +150,25 @@ def test_fp8_agrees():
     check("fp8", errors(fp8))
 
 
+@pytest.mark.parametrize("framework", ["torchtitan", "nemo"])
+def test_tp_comm_gemm_agrees(framework):
+    # torchtitan's async TP (copy-engine pulls that slow no compute, shard copies, sums of
+    # partials, plain reduce-scatters of summed gradients) and NeMo's userbuffers.
+    specs = random_experiments({**LLAMA_TINY, "num_layers": 8}, 6, seed=8, num_gpus=16)
+    gemm = [
+        s.model_copy(
+            update={
+                "training": s.training.model_copy(update={"framework": framework}),
+                "parallel": s.parallel.model_copy(update={"tp_comm_overlap": "gemm"}),
+            }
+        )
+        for s in specs
+        if s.parallel.tp > 1 and s.parallel.sp
+    ]
+    assert gemm
+    check(f"tp_comm_overlap gemm, {framework}", errors(gemm))
+
+
 def test_flow_network_model_agrees():
     specs = random_experiments({**LLAMA_TINY, "num_layers": 8}, 3, seed=4, num_gpus=16)
     flow = [s.model_copy(update={"simulation": s.simulation.model_copy(

@@ -11,7 +11,14 @@ import pytest
 
 from simtrain.catalog.frameworks import get_framework
 from simtrain.memory import estimate_memory, estimate_stage_memory, layer_activation_bytes
-from simtrain.memory.model_states import fp8_copy_bytes, rank_params, unsharded_grad_bytes
+from simtrain.memory.activations import peak_inflight
+from simtrain.memory.model_states import (
+    fp8_copy_bytes,
+    rank_params,
+    rank_stages,
+    unsharded_grad_bytes,
+)
+from simtrain.parallel.overlap import step_actions
 from tests.conftest import LLAMA_TINY, make_experiment
 
 
@@ -124,7 +131,7 @@ def test_the_vocabulary_parallel_loss_keeps_the_stacks_bytes_per_logit():
     sbh = m.seq_length * m.hidden_size
     # 12 more bytes per logit, and the LM head's input whole (s·b·h) rather than s·b·h/2
     expected = 12 * logits + 2 * sbh * (1 - 1 / 2)
-    assert output_layer("torchtitan") - output_layer("megatron-core") == pytest.approx(expected)
+    assert output_layer("pytorch-fsdp2") - output_layer("megatron-core") == pytest.approx(expected)
 
 
 def test_fp8_all_gather_holds_gathered_linear_weights_in_one_byte():
@@ -157,15 +164,115 @@ def test_torchao_fp8_saves_16_bit_linear_inputs():
 
 def test_the_allocator_keeps_the_freed_16_bit_logits_block_at_the_loss():
     """2 bytes per logit (the 16-bit logits freed before the backward, whose fp32 tensors do
-    not fit in that block) on the last stage only; nothing for Megatron's fused loss."""
+    not fit in that block) on the rank of the loss only; nothing for Megatron's fused loss."""
+    spec = pipelined("parallel.pp=1", "parallel.global_batch_size=8")
+    m = spec.model
+    logits = m.seq_length * m.vocab_size / 2  # micro-batch 1, tp = 2
+    assert estimate_memory(spec, 80e9).breakdown_bytes["overhead.loss_cache"] == pytest.approx(
+        2 * logits
+    )
+    megatron = estimate_stage_memory(pipelined(framework="megatron-core"), 80e9, 1)
+    assert "overhead.loss_cache" not in megatron.breakdown_bytes
+
+
+def test_the_pipeline_engine_keeps_every_microbatchs_logits_on_the_last_stage():
+    """torch.distributed.pipelining's output_chunks: 2 bytes per logit per microbatch of the
+    step on the last stage, instead of the freed logits' cached block."""
     spec = pipelined()
     m = spec.model
     logits = m.seq_length * m.vocab_size / 2  # micro-batch 1, tp = 2
     last = estimate_stage_memory(spec, 80e9, 1).breakdown_bytes
-    assert last["overhead.loss_cache"] == pytest.approx(2 * logits)
-    assert "overhead.loss_cache" not in estimate_stage_memory(spec, 80e9, 0).breakdown_bytes
+    assert last["activations.pipeline_outputs"] == pytest.approx(2 * 8 * logits)
+    assert "overhead.loss_cache" not in last
+    first = estimate_stage_memory(spec, 80e9, 0).breakdown_bytes
+    assert "activations.pipeline_outputs" not in first
     megatron = estimate_stage_memory(pipelined(framework="megatron-core"), 80e9, 1)
-    assert "overhead.loss_cache" not in megatron.breakdown_bytes
+    assert "activations.pipeline_outputs" not in megatron.breakdown_bytes
+
+
+@pytest.mark.parametrize("schedule", ["1f1b", "interleaved"])
+def test_the_pipeline_engine_keeps_a_receive_buffer_per_microbatch(schedule):
+    """Closed form: per model stage of the rank, m - (its microbatches in flight) activation
+    buffers unless it is the first stage and m gradient buffers unless it is the last, each
+    s·b·h/t; Megatron's four per-transfer buffers instead."""
+    vpp = ("parallel.vpp=2",) if schedule == "interleaved" else ()
+    spec = pipelined(f"parallel.pipeline_schedule={schedule}", *vpp)
+    m, p = spec.model, spec.parallel
+    boundary = 2 * m.seq_length * m.hidden_size / 2  # micro-batch 1, SP over tp = 2
+    last = p.pp * p.vpp - 1
+    schedule_actions = step_actions(p)
+    for rank in range(p.pp):
+        expected = 0
+        for stage in rank_stages(p.pp, p.vpp, p.pipeline_schedule, rank):
+            if stage:
+                expected += p.num_microbatches - peak_inflight(schedule_actions[rank], {stage})
+            if stage != last:
+                expected += p.num_microbatches
+        est = estimate_stage_memory(spec, 80e9, rank).breakdown_bytes
+        assert est["buffers.pp_recv"] == pytest.approx(expected * boundary)
+        assert "buffers.pp_p2p" not in est
+    megatron = estimate_stage_memory(pipelined(framework="megatron-core"), 80e9, 0)
+    assert megatron.breakdown_bytes["buffers.pp_p2p"] == pytest.approx(4 * boundary)
+
+
+def zero3(*overrides: str, framework: str = "torchtitan", vocab_size: int = 1024):
+    """LLAMA_TINY on dp = 16 under ZeRO-3 (FSDP), one sequence per GPU."""
+    return make_experiment(
+        f"training.framework={framework}",
+        "parallel.zero_stage=3",
+        "parallel.micro_batch_size=1",
+        "parallel.global_batch_size=16",
+        *overrides,
+        model={**LLAMA_TINY, "vocab_size": vocab_size},
+    )
+
+
+def test_fsdp2_keeps_the_root_unit_gathered_through_the_step():
+    """The 16-bit embedding, final norm and LM head (untied): 2·(2·V·h + h) bytes on top of
+    the gathered blocks; FSDP1 reshards its units like a block."""
+    spec = zero3()
+    m = spec.model
+    root = 2 * (2 * m.vocab_size * m.hidden_size + m.hidden_size)
+    assert rank_params(spec, 0).outside_layers == pytest.approx(root / 2)
+    est = estimate_memory(spec, 80e9).breakdown_bytes
+    assert est["buffers.zero3_root"] == pytest.approx(root)
+    fsdp1 = estimate_memory(zero3(framework="pytorch-fsdp1"), 80e9).breakdown_bytes
+    assert "buffers.zero3_root" not in fsdp1
+    # under ZeRO-2 every parameter is gathered anyway
+    assert (
+        "buffers.zero3_root"
+        not in estimate_memory(zero3("parallel.zero_stage=2"), 80e9).breakdown_bytes
+    )
+
+
+def test_fsdp2_holds_two_flat_all_gather_buffers_apart_from_the_parameters():
+    """Two gathered units on the all-gather stream besides the gathered layer itself, under
+    ZeRO-3 and under ZeRO-2 gathered in the forward (FSDP2 under pipelining)."""
+    spec = zero3()
+    unit = 2 * rank_params(spec, 0).largest_layer
+    est = estimate_memory(spec, 80e9).breakdown_bytes
+    assert est["buffers.gather_outputs"] == pytest.approx(2 * unit)
+    assert est["buffers.zero3_gather"] == pytest.approx(unit)
+    piped = estimate_stage_memory(pipelined(), 80e9, 0)
+    assert piped.breakdown_bytes["buffers.gather_outputs"] == pytest.approx(
+        2 * 2 * rank_params(pipelined(), 0).largest_layer
+    )
+    fsdp1 = estimate_memory(zero3(framework="pytorch-fsdp1"), 80e9).breakdown_bytes
+    assert "buffers.gather_outputs" not in fsdp1
+
+
+def test_the_loss_phase_leaves_no_room_for_the_backward_only_buffers():
+    """The loss phase ends before the first layer's backward: the prefetched gather and the
+    gradient bucket count only beyond it (here, with a 64K vocabulary, the loss phase is far
+    larger), while a rank without a loss keeps them."""
+    spec = zero3("parallel.recompute=full", vocab_size=65536)
+    est = estimate_memory(spec, 80e9).breakdown_bytes
+    assert "activations.output_layer" in est
+    for key in ("buffers.zero3_prefetch", "buffers.dp_bucket", "activations.recompute_working"):
+        assert key not in est
+    first = estimate_stage_memory(pipelined("parallel.recompute=full"), 80e9, 0).breakdown_bytes
+    assert "buffers.dp_bucket" in first
+    assert "activations.recompute_working" in first
 
 
 @pytest.mark.parametrize("framework", ["torchtitan", "megatron-core"])
@@ -182,3 +289,37 @@ def test_the_loss_phase_and_a_layer_recompute_never_add_up(framework):
     excess = last.breakdown_bytes.get("activations.recompute_working", 0.0)
     assert excess == pytest.approx(max(0.0, working - loss_phase))
     assert loss_phase + excess == pytest.approx(max(loss_phase, working))
+
+
+def test_fsdp2_shards_the_fp32_master_and_keeps_fp32_sharded_gradients():
+    """Closed form: no 16-bit shard under ZeRO-3 and 4 bytes per sharded gradient under
+    ZeRO-2/3, over the shard group; the optimizer's 12 bytes (master and moments) as before."""
+    for zero in (2, 3):
+        spec = zero3(f"parallel.zero_stage={zero}")
+        params = rank_params(spec, 0)
+        n = spec.parallel.dp
+        states = estimate_memory(spec, 80e9).breakdown_bytes
+        assert states["gradients"] == pytest.approx(4 * params.dense / n)
+        assert states["optimizer"] == pytest.approx(12 * params.dense / n)
+        assert states["weights"] == pytest.approx(0 if zero == 3 else 2 * params.dense)
+    fsdp1 = estimate_memory(zero3(framework="pytorch-fsdp1"), 80e9).breakdown_bytes
+    params = rank_params(zero3(), 0)
+    assert fsdp1["weights"] == pytest.approx(2 * params.dense / 16)
+    assert fsdp1["gradients"] == pytest.approx(2 * params.dense / 16)
+
+
+def test_fsdp2_materialises_a_units_gradients_before_reducing_them():
+    """The unit's 16-bit gradients (2 bytes per parameter of the largest layer), and, when
+    each backward reduce-scatters, its fp32 reduce-scatter input as the gradient bucket;
+    under a deferred pipeline reduction the bucket stays the profile's."""
+    spec = zero3("parallel.recompute=full")  # small vocabulary: the backward phase dominates
+    unit = rank_params(spec, 0).largest_layer
+    est = estimate_memory(spec, 80e9).breakdown_bytes
+    assert est["buffers.unit_grads"] == pytest.approx(2 * unit)
+    assert est["buffers.dp_bucket"] == pytest.approx(4 * unit)
+    piped = pipelined()
+    first = estimate_stage_memory(piped, 80e9, 0).breakdown_bytes
+    assert first["buffers.unit_grads"] == pytest.approx(2 * rank_params(piped, 0).largest_layer)
+    assert first["buffers.dp_bucket"] == pytest.approx(piped.parallel.grad_bucket_size_bytes)
+    megatron = estimate_memory(zero3(framework="megatron-core"), 80e9).breakdown_bytes
+    assert "buffers.unit_grads" not in megatron

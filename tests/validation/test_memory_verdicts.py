@@ -37,12 +37,16 @@ def test_torchtitan_runs_with_reported_memory_are_not_out_of_memory(row):
 
 
 # torchtitan's reported peaks (GiB reserved, the maximum over the ranks) against simtrain's
-# worst rank. Known gaps, all underestimates: the 2-D 70B run is 11 % under and the 3-D and
-# 4-D runs on 405B (FSDP x TP x PP, with or without CP) 19-29 %; what the stack keeps there
-# beyond the modelled mechanisms is not known (README "Software stacks"). They are expected
-# failures that must start passing when it is found.
+# worst rank. Known gaps, all underestimates: the 3-D and 4-D runs on 405B (FSDP x TP x PP,
+# with or without CP) are 15-24 % under, 11-21 GiB. The modelled mechanisms (unsharded fp32
+# gradients, FP8-gathered weights, FSDP2's fp32 shards and unit gradients, microbatches in
+# flight, the pipeline engine's receive buffers, stage outputs and kept logits) do not
+# account for it, nor for the 7 GiB between the 1F1B run and the CP 1 run whose microbatches
+# hold as many tokens, nor for the 9.6 GiB CP 8 adds; what the stack keeps there is not
+# known (README "Software stacks"). They are expected failures that must start passing when
+# it is found.
 ROWS = torchtitan_memory_rows()
-GAPS = {r.key for r in ROWS if r.key.startswith(("70b", "405b"))}
+GAPS = {r.key for r in ROWS if r.key.startswith("405b")}
 
 
 def _error(row) -> float:
@@ -68,6 +72,7 @@ def test_torchtitan_reported_peaks_within_10_percent(row):
 @pytest.mark.parametrize("row", [r for r in ROWS if r.key in GAPS], ids=lambda r: r.key)
 def test_the_gaps_are_underestimates_of_at_most_30_percent(row):
     """Before the stack mechanisms (unsharded gradients under PP, torchtitan's microbatch
-    count, the vocabulary-parallel loss) these runs were 27-68 % under; they must stay within
-    30 %, on the low side."""
+    count, the vocabulary-parallel loss) these runs were 27-68 % under, before the pipeline
+    engine's buffers, kept logits and FSDP2's shards 19-29 %; they must stay within 30 %, on
+    the low side."""
     assert -0.30 <= _error(row) < 0

@@ -126,3 +126,17 @@ def test_gradient_reduction_dtype_sets_the_bytes(dtype, size):
     fp32 = make_experiment(model=LLAMA_TINY)
     full = sum(op.comm_bytes for op in ops_of(fp32) if op.name == "grad_all_reduce")
     assert reduced == pytest.approx(full * size / 4)
+
+
+@pytest.mark.parametrize("recipe", ["delayed", "current", "blockwise"])
+def test_fp8_backward_gemms_accumulate_split_under_per_tensor_recipes(recipe):
+    """TransformerEngine: _2X_ACC_FPROP False, _2X_ACC_DGRAD and _2X_ACC_WGRAD True."""
+    ops = ops_of(make_experiment("training.dtype=fp8", f"training.fp8_recipe={recipe}"))
+    fp8 = [op for op in ops if op.kind == "gemm" and op.dtype == "fp8"]
+    split = recipe in ("delayed", "current")
+    assert fp8
+    for op in fp8:
+        assert op.split_accumulator == (split and op.phase != "fwd"), (op.name, op.phase)
+    # 16-bit GEMMs (LM head) and BF16 training never carry it
+    assert not any(op.split_accumulator for op in ops if op.dtype == "bf16")
+    assert not any(op.split_accumulator for op in ops_of(make_experiment(model=LLAMA_TINY)))
