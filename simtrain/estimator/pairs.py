@@ -253,18 +253,23 @@ def walk_pair(
             contended_total += contended
             if flights and contended > duration > 0:
                 sigma = contended / duration - 1.0
-                start = (sa, sb, sc)
                 # compute starts never move back: collectives over by now stay over
-                flights = [f for f in flights if _later(f[1], start)]
-                extra = [0.0, 0.0, 0.0]
-                for f0, f1 in flights:
-                    for i in range(3):
-                        if i and start[i] < NO_HOST / 2:
-                            continue
-                        overlap = min(f1[i], start[i] + duration) - max(f0[i], start[i])
+                flights = [f for f in flights if _later(f[1], (sa, sb, sc))]
+                # per side (a, b, c) the overlap min(f1, stop) - max(f0, start), spelled out
+                stop_a, stop_b, stop_c = sa + duration, sb + duration, sc + duration
+                on_b, on_c = sb >= NO_HOST / 2, sc >= NO_HOST / 2
+                for (f0a, f0b, f0c), (f1a, f1b, f1c) in flights:
+                    overlap = (stop_a if stop_a < f1a else f1a) - (f0a if f0a > sa else sa)
+                    if overlap > 0:
+                        ea += sigma * overlap
+                    if on_b:
+                        overlap = (stop_b if stop_b < f1b else f1b) - (f0b if f0b > sb else sb)
                         if overlap > 0:
-                            extra[i] += sigma * overlap
-                ea, eb, ec = extra
+                            eb += sigma * overlap
+                    if on_c:
+                        overlap = (stop_c if stop_c < f1c else f1c) - (f0c if f0c > sc else sc)
+                        if overlap > 0:
+                            ec += sigma * overlap
         end = last[flow] = (sa + duration + ea, sb + duration + eb, sc + duration + ec)
         if flow == 1:
             for layer in seg.layers:  # first-appearance order, as the builder's hooks
@@ -395,6 +400,11 @@ def slowed_row(row: PairRow, extra: float) -> PairRow:
             first_comm, p2p_s)  # fmt: skip
 
 
+def _at(t: Tri, start: float, x: float, y: float) -> float:
+    """``start + max(a, x + b, y + c)`` of ``t = (a, b, c)``: a time of a step at its start."""
+    return start + max(t[0], x + t[1], y + t[2])
+
+
 def chain_steps(
     shape: Any,
     rows: list[PairRow],
@@ -403,7 +413,9 @@ def chain_steps(
     sync_on_p2p: bool,
     blocking_sends: bool,
 ) -> tuple[list[float], list[float], list[float], list[list[tuple[float, ...]]], list[float]]:
-    """Chain a schedule with paired steps; what ``_chain_actions`` returns, marks with ``y``.
+    """Chain a schedule with paired steps; returns what :func:`.chain.chain_actions` does.
+
+    Marks carry ``y``.
 
     Rules as for single actions (:mod:`simtrain.estimator.pipeline`): a step starts once the
     rank's compute stream is free, what its predecessor left in flight has ended and its
@@ -437,20 +449,17 @@ def chain_steps(
         x = host - start
         j = recvs2[i]
         y = arrival[j] - start if j >= 0 else NO_HOST
-
-        def at(t: Tri, start: float = start, x: float = x, y: float = y) -> float:
-            return start + max(t[0], x + t[1], y + t[2])
-
-        end = at(compute_end)
-        compute_free[r], hold[r], host_free[r] = end, at(tail_end), at(host_end)
+        end = _at(compute_end, start, x, y)
+        compute_free[r], hold[r] = end, _at(tail_end, start, x, y)
+        host_free[r] = _at(host_end, start, x, y)
         for flow, ready, synced_inside in out:
             j = sends[i] if flow == 0 else sends2[i]
-            t = max(at(ready), pp_free[r] + p2p_s[flow])
+            t = max(_at(ready, start, x, y), pp_free[r] + p2p_s[flow])
             pp_free[r] = arrival[j] = t
             if blocking_sends and t > compute_free[r]:
                 compute_free[r] = t
             if sync_on_p2p and not synced_inside and t > unsynced[r]:
                 unsynced[r] = t
         if computes_grads[k]:
-            marks[r].append((start, at(backward_end), x, y))
+            marks[r].append((start, _at(backward_end, start, x, y), x, y))
     return compute_free, hold, pp_free, marks, host_free

@@ -43,7 +43,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from simtrain.engine.host import readiness
 from simtrain.parallel.segments import SegmentPlan
 from simtrain.workload.ops import Op
 
@@ -128,7 +127,7 @@ class SegmentTimes:
         contended_s: seconds of each compute task while a collective holds part of the
             device (``task_time_s(ops, contended=True)``); None: no interference.
         pace: factor the walk multiplies the device times by (the step's pace:
-            ``simtrain.estimator.step._Paced``); host times are not paced.
+            :class:`simtrain.estimator.setup.Paced`); host times are not paced.
     """
 
     compute_s: tuple[float, ...]
@@ -167,6 +166,10 @@ class SegmentTimes:
             None if host_s is None else tuple(host),
             None if contended_s is None else tuple(contended),
         )
+
+
+_IDLE = (0.0, NO_HOST)
+"""A stream that has run nothing yet: free from the start."""
 
 
 def _owed(
@@ -243,6 +246,7 @@ def walk(
     compute_s, host_s, contended_s = times.compute_s, times.host_s, times.contended_s
     pace = times.pace
     segments = plan.segments
+    streams = plan.streams
     issues: dict[int, list[float]] = {}  # compute position -> buckets issued at its end
     grad_a, grad_b = 0.0, NO_HOST  # the gradient stream free
     grad_flights: list[tuple[float, float]] = []
@@ -255,13 +259,16 @@ def walk(
         for layer, seconds in buckets:
             if seconds > 0:
                 issues.setdefault(last[layer], []).append(seconds)
+    # max() is spelled out in this loop (it runs for every task of every walk): ``b if b > a
+    # else a`` is max(a, b)
     for position, seg in enumerate(segments):
-        if seg.is_comm:
+        stream = streams[position]
+        if stream:  # a collective
             op = seg.ops[0]
-            stream = f"{op.axis}_comm"
             duration = comm_s(op)
-            fa, fb = free.get(stream, (0.0, NO_HOST))
-            begin_a, begin_b = max(end_a, fa), max(end_b, fb)
+            fa, fb = free.get(stream, _IDLE)
+            begin_a = fa if fa > end_a else end_a
+            begin_b = fb if fb > end_b else end_b
             done = (begin_a + duration, begin_b + duration)
             issued[position] = free[stream] = done
             if contended_s is not None and duration > 0 and not op.copy_engine:
@@ -278,7 +285,12 @@ def walk(
         duration = compute_s[position] * pace
         if host_s is not None:
             h = host_s[position]
-            ready = host_clock + readiness(h, duration, len(seg.ops))
+            n = len(seg.ops)  # readiness(h, duration, n), inlined
+            if n <= 0:
+                ready = host_clock + 0.0
+            else:
+                late = h - duration
+                ready = host_clock + (h / n + (n - 1) / n * (late if late > 0.0 else 0.0))
             if ready > start_b:
                 start_b = ready
             host_clock += h

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from simtrain.workload.ops import Op
 
@@ -46,6 +47,14 @@ class SegmentPlan:
 
     segments: tuple[Segment, ...]
     trailing: tuple[int, ...]
+
+    @cached_property
+    def streams(self) -> tuple[str, ...]:
+        """Per segment, the stream its collective runs on (``<axis>_comm``); "" for compute.
+
+        Computed once per plan: the estimator walks one plan many times.
+        """
+        return tuple(f"{seg.ops[0].axis}_comm" if seg.is_comm else "" for seg in self.segments)
 
 
 def segment_ops(ops: Sequence[Op], split_layers: bool) -> SegmentPlan:

@@ -135,8 +135,10 @@ def _best_of_size(
     bound. Layouts are estimated from the highest bound down, and each that would enter
     the best ``top`` so far is checked for memory. Once a layout's bound cannot beat the
     ``top``-th best that fits, no later one's can: they are counted ``bounded`` and not
-    estimated. The result is the one estimating every layout would give (ties:
-    enumeration order).
+    estimated. A layout whose actions' walks already show it slower than that (a second
+    bound: :meth:`~simtrain.estimator.Estimator.estimate_within`) is counted ``bounded``
+    too, its estimate left half done. The result is the one estimating every layout would
+    give (ties: enumeration order).
     """
     estimator = stage1.estimator
     queue: list[tuple[float, int, ExperimentSpec]] = []
@@ -161,10 +163,16 @@ def _best_of_size(
         if top is not None and len(best) >= top and (negative_bound, index) > best[-1][:2]:
             counts["bounded"] += len(queue) - position
             break
+        limit = None  # a step time that cannot enter the best kept (with rounding's margin)
+        if top is not None and len(best) >= top:
+            limit = _tokens(spec) / (-best[-1][0] * _BOUND_SLACK)
         try:
-            estimate = estimator.estimate(spec)
+            estimate = estimator.estimate_within(spec, limit)
         except Exception:  # a layout the estimator cannot time: counted, the search goes on
             counts["error"] += 1
+            continue
+        if estimate is None:  # its walked actions alone are too slow already
+            counts["bounded"] += 1
             continue
         counts["estimated"] += 1
         entry = (-_tokens(spec) / estimate.step_time_s, index)

@@ -45,3 +45,20 @@ def test_branch_and_bound_keeps_the_best_that_estimating_everything_keeps():
     assert pruned == everything[:3]
     assert counts["bounded"] > 0 and all_counts["bounded"] == 0
     assert counts["estimated"] + counts["bounded"] == all_counts["estimated"] > 100
+
+
+@pytest.mark.parametrize(
+    ("model", "seed"), [({**LLAMA_TINY, "num_layers": 8}, 21), ({**GPT_TINY, "num_layers": 12}, 22)]
+)
+def test_an_estimate_is_skipped_only_when_it_exceeds_the_limit(model, seed):
+    # the walked bound (a rank's actions back to back) never exceeds the estimate
+    estimator = Estimator()
+    skipped = 0
+    for spec in random_experiments(model, 40, seed, batch=64):
+        step = estimator.estimate(spec).step_time_s
+        assert estimator.estimate_within(spec, step * (1 + 1e-9)) is not None, spec.parallel
+        for fraction in (0.5, 0.8, 0.95):
+            found = estimator.estimate_within(spec, fraction * step)
+            skipped += found is None
+            assert found is None or found.step_time_s == step
+    assert skipped > 0

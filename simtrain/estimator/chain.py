@@ -1,0 +1,96 @@
+"""Chain a compiled schedule's single actions: the step's critical path, rank by rank.
+
+The rules are those of :mod:`simtrain.estimator.pipeline`; the actions' times come from
+their slots' rows (:meth:`~simtrain.estimator.step.Estimator._slot`). Schedules with paired
+steps are chained by :func:`simtrain.estimator.pairs.chain_steps` with the same rules.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from simtrain.estimator.pipeline import ScheduleShape
+from simtrain.estimator.walk import NO_HOST
+
+Mark = tuple[float, ...]
+"""(start, end, host offset, received gradients' offset) of an action (or paired step) that
+computes weight gradients (end: of its backward)."""
+
+
+def chain_actions(
+    shape: ScheduleShape,
+    table: list[tuple[Any, ...]],
+    num: int,
+    sync_on_p2p: bool,
+    blocking_sends: bool,
+) -> tuple[list[float], list[float], list[float], list[list[Mark]], list[float]]:
+    """Chain a compiled schedule's actions (see :mod:`simtrain.estimator.pipeline`).
+
+    Returns, per rank, when its compute stream frees, when its last action's trailing
+    collectives end, when its transfers end, the start, end and host offset of each of its
+    actions that compute weight gradients, and when its host has issued everything. It
+    depends only on the schedule, the slots' times, ``sync_on_p2p`` and ``blocking_sends``, so
+    configurations that share them share it. With ``blocking_sends`` (pipeline transfers not
+    overlapped, ``parallel.overlap_p2p_comm`` off) a rank's next action waits for its send to
+    end, as the engine's does.
+
+    The host stream runs ahead of the device from action to action (or falls behind it) as
+    the engine's does (:mod:`simtrain.engine.host`): an action's host starts where the
+    previous action's left off, except that with ``sync_on_p2p`` (eager pipelines) the host
+    first waits for the device, the transfer the action receives and the transfers the rank
+    sent since its previous compute.
+    """
+    compute_free, hold, pp_free = [0.0] * num, [0.0] * num, [0.0] * num
+    host_free = [0.0] * num
+    unsynced = [NO_HOST] * num  # end of the transfers sent since the rank's last compute
+    arrival = [0.0] * shape.num_transfers
+    marks: list[list[Mark]] = [[] for _ in range(num)]
+    ranks, slots, recvs, sends, tails = (
+        shape.rank, shape.slot, shape.recv, shape.send, shape.send_after_tail
+    )  # fmt: skip
+    computing = [s.computes_grads for s in shape.slots]
+    rows = [row[:7] for row in table]
+    # max() is spelled out (``b if b > a else a`` is max(a, b)): this loop runs once per
+    # action of every chained schedule
+    for r, k, j, out, after_tail in zip(ranks, slots, recvs, sends, tails, strict=True):
+        compute_end, tail_end, p2p_s, compute_host, tail_host, host_s, first_comm = rows[k]
+        free = compute_free[r]
+        start = hold[r]
+        if free >= start:
+            start = free
+        host = host_free[r]
+        if j >= 0:
+            arrived = arrival[j]
+            if arrived > start:
+                start = arrived
+        if sync_on_p2p:
+            synced = unsynced[r]
+            if j >= 0 and not first_comm and arrived > synced:
+                synced = arrived
+            if synced > NO_HOST:  # the host waits for the device and the transfers
+                if synced > host:
+                    host = synced
+                if free > host:
+                    host = free
+                unsynced[r] = NO_HOST
+        x = host - start
+        end = start + compute_end
+        if x + compute_host > compute_end:
+            end = host + compute_host
+        tail = start + tail_end
+        if x + tail_host > tail_end:
+            tail = host + tail_host
+        compute_free[r], hold[r], host_free[r] = end, tail, host + host_s
+        if out >= 0:
+            ready = tail if after_tail else end
+            busy = pp_free[r]
+            if busy > ready:
+                ready = busy
+            pp_free[r] = arrived = arrival[out] = ready + p2p_s
+            if blocking_sends and arrived > end:
+                compute_free[r] = arrived
+            if sync_on_p2p and arrived > unsynced[r]:
+                unsynced[r] = arrived
+        if computing[k]:
+            marks[r].append((start, end, x, 0.0))
+    return compute_free, hold, pp_free, marks, host_free
