@@ -317,6 +317,7 @@ class GradientReduction:
         if gathers_after and len(shard) > 1:
             gather = self._collective_s(network, "all_gather", shard, elements * ACT_BYTES)
         optimizer_s = setup.compute.task_time_s(step)
+        slowed = any(inside) or any(inside_host)  # any reducing action's own buckets add time
         optimizer_host_s = 0.0
         if setup.host:
             issue = setup.compute.host_time_s(step) + (gather > 0) * setup.per_collective_s
@@ -329,8 +330,8 @@ class GradientReduction:
             gather_s=gather,
             optimizer_host_s=optimizer_host_s,
             slowdowns=tuple(slowdowns) if any(slowdowns) else (),
-            inside=tuple(inside) if any(inside) or any(inside_host) else (),
-            inside_host=tuple(inside_host) if any(inside) or any(inside_host) else (),
+            inside=tuple(inside) if slowed else (),
+            inside_host=tuple(inside_host) if slowed else (),
             trailing=tuple(trailing) if any(x >= 0 for x in trailing) else (),
         )
 

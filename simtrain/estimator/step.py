@@ -542,15 +542,22 @@ class Estimator(GradientReduction):
         def comm_s(op: Op) -> float:
             return self._collective_s(network, op.comm, groups[op.axis], op.comm_bytes)
 
-        def walker(plan: SegmentPlan) -> ActionTiming:
-            named = sample_buckets(self._order(plan, chunk), chunk, buckets) if buckets else ()
-            walk_key = (id(plan), models, named, incoming, stream)  # plans are cached: stable ids
+        def walked(
+            plan: SegmentPlan,
+            named: tuple[tuple[int, float], ...],
+            flying: tuple[tuple[float, float], ...],
+            on: str | None,
+        ) -> ActionTiming:
+            walk_key = (id(plan), models, named, flying, on)  # plans are cached: stable ids
             done = self._walks.get(walk_key)
             if done is None:
                 times = self._segment_times(setup, compute, plan)
-                done = walk(plan, times, comm_s, named, incoming, stream)
-                self._walks[walk_key] = done
+                done = self._walks[walk_key] = walk(plan, times, comm_s, named, flying, on)
             return done
+
+        def walker(plan: SegmentPlan) -> ActionTiming:
+            named = sample_buckets(self._order(plan, chunk), chunk, buckets) if buckets else ()
+            return walked(plan, named, incoming, stream)
 
         timing: ActionTiming | None
         if not (buckets or incoming):
@@ -563,12 +570,7 @@ class Estimator(GradientReduction):
             plain = self._timing(setup, slot, chunks)
             assert plain is not None
             probe = chunk.source.plan(body, hooks, range(chunk.base, chunk.base + SAMPLE_LAYERS[1]))
-            base_key = (id(probe), models, (), (), None)
-            base = self._walks.get(base_key)
-            if base is None:
-                times = self._segment_times(setup, compute, probe)
-                base = self._walks[base_key] = walk(probe, times, comm_s)
-            delay = walker(probe).compute_end_s - base.compute_end_s
+            delay = walker(probe).compute_end_s - walked(probe, (), (), None).compute_end_s
             timing = replace(plain, compute_end_s=plain.compute_end_s + delay)
         self._timings[key] = timing
         return timing

@@ -314,7 +314,7 @@ def walk(
             layer_end[layer] = (end_a, end_b)
         for seconds in issues.get(position, ()):
             if bucket_stream is not None:
-                grad_a, grad_b = free.get(bucket_stream, (0.0, NO_HOST))
+                grad_a, grad_b = free.get(bucket_stream, _IDLE)
             begin_a, begin_b = max(end_a, grad_a), max(end_b, grad_b)
             grad_a, grad_b = begin_a + seconds, begin_b + seconds
             if bucket_stream is not None:
