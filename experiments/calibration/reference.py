@@ -28,3 +28,11 @@ def reference_dir() -> Path:
         "no shared/reference folder above this checkout; set SIMTRAIN_REFERENCE_DIR to the "
         "folder holding vtrain-measured-runs.csv"
     )
+
+
+def has_reference(name: str) -> bool:
+    """Whether the reference file ``name`` is on this machine (tests skip without it)."""
+    try:
+        return (reference_dir() / name).is_file()
+    except FileNotFoundError:
+        return False

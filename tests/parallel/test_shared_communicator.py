@@ -14,7 +14,8 @@ from itertools import pairwise
 import pytest
 
 import simtrain.parallel.builder as builder
-from experiments.calibration.stacks import load_rows
+from experiments.calibration.reference import has_reference
+from experiments.calibration.stacks import SOURCE_FILE, load_rows
 from simtrain.api import simulate
 from simtrain.catalog.frameworks import get_framework
 from simtrain.estimator import Estimator
@@ -102,6 +103,9 @@ def test_serialising_on_one_communicator_costs_time_when_communication_bound(mon
     assert shared.step_time_s - separate.step_time_s > floor
 
 
+@pytest.mark.skipif(
+    not has_reference(SOURCE_FILE), reason="no shared/reference data beside this checkout"
+)
 def test_the_estimate_queues_gathers_behind_buckets_as_the_engine_does():
     # IBM's Llama 2 13B FSDP run on 96 H100 with two NICs per node (calibration-stacks §C4):
     # persistent GEMMs run twice as long beside a collective, a layer's reduce-scatter is

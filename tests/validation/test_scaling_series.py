@@ -23,20 +23,11 @@ from functools import cache
 
 import pytest
 
-from experiments.calibration.reference import reference_dir
+from experiments.calibration.reference import has_reference
 from experiments.calibration.scaling import Point, series_points, simulated
 from experiments.calibration.stacks import SOURCE_FILE
 
-
-def _has_reference() -> bool:
-    """Whether the reference data the LLM Foundry series are read from is on this machine."""
-    try:
-        return (reference_dir() / SOURCE_FILE).is_file()
-    except FileNotFoundError:
-        return False
-
-
-if not _has_reference():
+if not has_reference(SOURCE_FILE):
     pytest.skip("no shared/reference data beside this checkout", allow_module_level=True)
 
 TOLERANCE = 0.005
