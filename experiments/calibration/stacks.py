@@ -15,7 +15,8 @@ fitted, and not written as validation cases, since its hardware is not in the ca
 
 ``--report`` simulates every row and prints fit and held-out error tables (MAPE, max, mean
 signed) on throughput; ``--trend`` prints the scaling trend of every FULL_SHARD series
-(:func:`trend_table`); ``--write-suites`` writes the held-out rows as validation cases into
+(:func:`trend_table`; with ``--rows`` also how each end of a series was run and its
+error); ``--write-suites`` writes the held-out rows as validation cases into
 ``experiments/validation/<suite>/`` (``simtrain validate`` then checks them). The measured
 MFU of a row and its measured tokens/s differ by the source's FLOP convention only (a
 constant per row), so their relative errors are the same; the cases compare tokens/s.
@@ -785,12 +786,26 @@ def trend_table(rows: list[Row], predicted: dict[str, float]) -> list[dict[str, 
             {
                 "series": "|".join(key),
                 "gpus": [r.spec_dict["cluster"]["num_gpus"] for r in (first, last)],
+                "rows": [first.key, last.key],
                 "measured": measured,
                 "simulated": simulated,
                 "meets": meets,
             }
         )
     return table
+
+
+def trend_row(row: Row, predicted: float) -> str:
+    """One end of a trend series: its run (micro-batch, accumulation, checkpointing), its
+    measured MFU and the simulated throughput's error."""
+    p = row.spec_dict["parallel"]
+    gpus = row.spec_dict["cluster"]["num_gpus"]
+    accumulation = p["global_batch_size"] // (p["micro_batch_size"] * gpus)
+    return (
+        f"{gpus:4d} GPUs  micro-batch {p['micro_batch_size']:3d} x {accumulation:2d}  "
+        f"recompute {p['recompute']:4s}  measured MFU {row.mfu:6.2%}  "
+        f"error {predicted / row.tokens_per_s_per_gpu - 1:+6.1%}"
+    )
 
 
 def memory_fit_rows(rows: list[MemoryRow]) -> list[MemoryRow]:
@@ -900,7 +915,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", action="store_true", help="simulate and print errors")
     parser.add_argument("--write-suites", action="store_true", help="write held-out cases")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument("--rows", action="store_true", help="with --report: every row")
+    parser.add_argument(
+        "--rows", action="store_true", help="with --report: every row; with --trend: both ends"
+    )
     parser.add_argument("--trend", action="store_true", help="FULL_SHARD scaling trends")
     parser.add_argument(
         "--async-tp", action="store_true", help="async-TP speed-ups, measured and simulated"
@@ -923,12 +940,16 @@ def main(argv: list[str] | None = None) -> int:
         predicted = {row.key: predict(row) for row in rows}
         if args.trend:
             trends = trend_table(rows, predicted)
+            by_key = {row.key: row for row in rows}
             for tr in trends:
                 print(
                     f"{suite:12s} {tr['series']:40s} {tr['gpus'][0]:4d} -> {tr['gpus'][1]:4d}  "
                     f"measured {tr['measured']:+6.1%}  simulated {tr['simulated']:+6.1%}  "
                     f"{'meets' if tr['meets'] else 'misses'}"
                 )
+                if args.rows:  # which end of the series is off, and how it was run
+                    for key in tr["rows"]:
+                        print(f"{'':12s}   {trend_row(by_key[key], predicted[key])}")
             if trends:
                 met = sum(tr["meets"] for tr in trends)
                 print(f"{suite:12s} trend met on {met} of {len(trends)} FULL_SHARD series")
