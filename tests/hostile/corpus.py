@@ -1796,7 +1796,7 @@ def _cli_cases() -> list[Case]:
         "training.total_tokens",
     )
     add("run_unknown_option", ("run", "{in}/exp.yaml", "--turbo"), "--turbo")
-    add("run_missing_argument", ("run",), "experiment")
+    add("run_missing_argument", ("run",), "EXPERIMENT")
     add("run_max_tasks_zero", ("run", "{in}/exp.yaml", "--max-tasks", "0"), "--max-tasks")
     add("run_max_tasks_negative", ("run", "{in}/exp.yaml", "--max-tasks", "-1"), "--max-tasks")
     add("run_max_tasks_exceeded", ("run", "{in}/exp.yaml", "--max-tasks", "5"), "--max-tasks")
