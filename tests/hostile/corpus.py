@@ -1971,6 +1971,12 @@ def _cli_cases() -> list[Case]:
         (*plan, "--tokens", "1e12", "--deadline-days", "30", "--topology", "nope"),
         "nope",
     )
+    for label, value in (("all_in_a_list", "all,bogus"), ("unknown", "megatron-2030")):
+        add(
+            f"plan_frameworks_{label}",
+            (*plan, "--tokens", "1e12", "--deadline-days", "30", "--frameworks", value),
+            "--frameworks",
+        )
     add(
         "plan_executor_magic",
         (*plan, "--tokens", "1e12", "--deadline-days", "30", "--executor", "magic"),
