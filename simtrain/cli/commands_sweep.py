@@ -165,6 +165,7 @@ def counts_line(result: Any) -> str:
         f"memory by the estimate), {stage}{c['ok']:,} simulated, {c['error']:,} failed; "
         f"{c['evaluated']:,} simulated in this run, {c['from_store']:,} found in the store; "
         f"{result.wall_time_s:.1f} s\nstore: {result.store_path}"
+        + "".join(f"\n{message}" for message in result.never_valid)
     )
 
 
