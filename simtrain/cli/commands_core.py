@@ -239,11 +239,24 @@ def list_(
             metavar="WHAT", help="One of: accelerators, links, frameworks, workloads, topologies."
         ),
     ],
+    name: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="NAME",
+            help="With frameworks: one profile's fields and their sources only "
+            "(without it, every profile's).",
+        ),
+    ] = None,
 ) -> None:
-    """List built-in accelerators, links, framework profiles, workload files or topologies."""
+    """List built-in accelerators, links, framework profiles, workload files or topologies.
+
+    Example: simtrain list frameworks torchtitan-2025
+    """
     from simtrain.report.catalog_tables import catalog_tables
 
     if what not in LIST_KINDS:
         raise fail(f"'what' must be one of {', '.join(LIST_KINDS)} (got {what!r})")
-    for table in catalog_tables(what):
+    if name is not None and what != "frameworks":
+        raise fail(f"'NAME' must be left out with {what} (got {name!r}): it names a framework")
+    for table in catalog_tables(what, name):
         show(table)

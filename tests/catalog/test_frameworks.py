@@ -170,3 +170,17 @@ def test_list_frameworks_shows_every_profile_and_its_sources(capsys):
     for name in framework_names():
         assert f"{name}: every field and its source" in out
     assert "documented:" in out and "sharding.prefetch_bytes" in out
+
+
+def test_list_frameworks_name_shows_that_profile_alone(capsys):
+    assert run_app(["list", "frameworks", "torchtitan-2025"]) == 0
+    out = capsys.readouterr().out
+    assert "torchtitan-2025: every field and its source" in out and "tp_comm_overlaps" in out
+    assert not any(f"{n}: every field" in out for n in framework_names() if n != "torchtitan-2025")
+    for argv, needle in (
+        (["list", "frameworks", "titan"], "'NAME' must be a known framework"),
+        (["list", "accelerators", "H100-SXM"], "'NAME' must be left out with accelerators"),
+    ):
+        assert run_app(argv) == 2
+        err = capsys.readouterr().err
+        assert needle in err and len(err.strip().splitlines()) == 1
