@@ -255,7 +255,7 @@ def list_(
     from simtrain.report.catalog_tables import catalog_tables
 
     if what not in LIST_KINDS:
-        raise fail(f"'what' must be one of {', '.join(LIST_KINDS)} (got {what!r})")
+        raise fail(f"'WHAT' must be one of {', '.join(LIST_KINDS)} (got {what!r})")
     if name is not None and what != "frameworks":
         raise fail(f"'NAME' must be left out with {what} (got {name!r}): it names a framework")
     for table in catalog_tables(what, name):

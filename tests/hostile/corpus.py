@@ -1801,7 +1801,7 @@ def _cli_cases() -> list[Case]:
     add("run_max_tasks_negative", ("run", "{in}/exp.yaml", "--max-tasks", "-1"), "--max-tasks")
     add("run_max_tasks_exceeded", ("run", "{in}/exp.yaml", "--max-tasks", "5"), "--max-tasks")
     add("unknown_command", ("frobnicate",), "frobnicate")
-    add("list_unknown", ("list", "gpus"), "what")
+    add("list_unknown", ("list", "gpus"), "WHAT")
     add("validate_not_a_directory", ("validate", "{in}/exp.yaml"), "exp.yaml")
     add("validate_empty_directory", ("validate", "{in}/sub"), "sub", {"sub": None})
     add(
