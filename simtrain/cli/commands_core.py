@@ -78,7 +78,7 @@ def run(
 ) -> None:
     """Simulate one training step of EXPERIMENT and report step time, MFU, communication and memory.
 
-    Example: simtrain run experiments/quickstart.yaml --set parallel.tp=2 --out out/quick
+    Example: simtrain run experiments/quickstart.yaml --set parallel.tp=4 --out out/quick
     """
     from simtrain.api import load_experiment, simulate
     from simtrain.report.terminal import breakdown_table, cost_table, memory_table, summary_table

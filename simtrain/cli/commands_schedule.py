@@ -95,7 +95,12 @@ def schedule(
     vpp: Annotated[
         int, typer.Option("--vpp", help="Model chunks per rank (interleaved only).")
     ] = 1,
-    t_f: Annotated[float, typer.Option("--t-f", help="Forward time of one stage.")] = 1.0,
+    t_f: Annotated[
+        float,
+        typer.Option(
+            "--t-f", help="Forward time of one stage (any unit; the step is in the same)."
+        ),
+    ] = 1.0,
     t_b: Annotated[
         float, typer.Option("--t-b", help="Full backward time of one stage (B + W).")
     ] = 2.0,
