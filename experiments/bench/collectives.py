@@ -8,7 +8,7 @@ Cases, all on the dgx-h100-superpod preset (rail-optimized NDR, 8 x H100 per nod
 - a 1 GiB all-to-all (direct) over 256 GPUs (65,280 flows).
 
 The target is at most 2 s of wall time per case on one core. Topology construction is timed
-separately. Run: /work/venv/bin/python experiments/bench/collectives.py
+separately. Run: PYTHONPATH=. python experiments/bench/collectives.py
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ The job is experiments/reliability/llama3-405b.yaml (Llama 3 54-day failure rate
 unexpected interruptions a day, planned maintenance every 27.6 h) with the horizon moved to 90
 days, under several policies. The step time is fixed at 6.7 s (≈ Llama 3 Table 4 throughput)
 instead of calling simulate(): this benchmark times the reliability layer alone.
-Run: /work/venv/bin/python experiments/bench/reliability.py
+Run: PYTHONPATH=. python experiments/bench/reliability.py
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Usage:
 
 Data (``data/kernel_gemm.csv``, ``data/kernel_attention.csv``; citations in
 ``docs/references/kernels.md``): GEMM throughput by shape from the Azure AI-benchmarking-guide
-(A100 FP16, H100 FP8, MI300X FP8, nine shapes each) and FlashAttention v1/2/3 kernel
+(A100 FP16, eight shapes; H100 FP8 and MI300X FP8, nine each) and FlashAttention v1/2/3 kernel
 throughput (A100, H100) by sequence length, head dimension and mask. The measured maximum achievable
 matmul (MAMF) of each part bounds the fitted GEMM ceiling from above.
 

@@ -13,7 +13,7 @@ rank order the tensor-parallel traffic stays in the NVLink domain and the pipeli
 data-parallel traffic joins GPUs of the same local index, i.e. the same rail; only
 all-to-all (MoE) traffic crosses rails, at a small overhead.
 
-Run: /work/venv/bin/python experiments/network/rail_only_vs_rail_optimized.py
+Run: PYTHONPATH=. python experiments/network/rail_only_vs_rail_optimized.py
 """
 
 from __future__ import annotations

@@ -15,8 +15,36 @@ from simtrain.errors import SimtrainError
 if TYPE_CHECKING:
     from rich.table import Table
 
+COMMAND_ORDER = (
+    "run",
+    "validate",
+    "trace",
+    "replay",
+    "calibrate",
+    "list",
+    "schedule",
+    "topology",
+    "collective",
+    "reliability",
+    "sweep",
+    "plan",
+)
+"""The order ``simtrain --help`` lists the subcommands in: README's "Commands" table, one
+step of a study after another (registration order is the modules' import order)."""
+
+
+class _Commands(typer.core.TyperGroup):
+    """The subcommands in :data:`COMMAND_ORDER`, any other after them by name."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        names = super().list_commands(ctx)
+        rank = {name: i for i, name in enumerate(COMMAND_ORDER)}
+        return sorted(names, key=lambda name: (rank.get(name, len(rank)), name))
+
+
 app = typer.Typer(
     name="simtrain",
+    cls=_Commands,
     help="Discrete-event simulator of LLM training clusters: step time, MFU, pipeline bubble, "
     "exposed communication, memory, goodput and cost.",
     no_args_is_help=True,
@@ -26,6 +54,28 @@ app = typer.Typer(
 )
 console = Console()
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _print_version(value: bool) -> None:
+    """``--version``: print the installed version (the one every report embeds) and stop."""
+    if value:
+        from simtrain.api import simtrain_version
+
+        typer.echo(f"simtrain {simtrain_version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_print_version,
+        is_eager=True,
+        help="Print the simtrain version and exit.",
+    ),
+) -> None:
+    """Options that apply before any subcommand."""
 
 
 def show(*tables: Table) -> None:
@@ -87,6 +137,9 @@ def run_app(argv: list[str] | None = None) -> int:
         # click exceptions, which typer vendors: one line naming the option, plus where help is.
         message, exit_code = getattr(exc, "format_message", None), getattr(exc, "exit_code", None)
         if callable(message) and isinstance(exit_code, int):
+            if type(exc).__name__ == "NoArgsIsHelpError":  # bare `simtrain`: the help, intact
+                err_console.print(str(message()), markup=False)
+                return exit_code
             ctx = getattr(exc, "ctx", None)
             hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
             text = " ".join(str(message()).split())

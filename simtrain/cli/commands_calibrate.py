@@ -11,13 +11,14 @@ import typer
 from simtrain.cli.app import app, console, fail
 
 
-@app.command()
+@app.command(short_help="Fit an accelerator's compute constants to a profile.")
 def calibrate(
     trace_dir: Annotated[
         Path,
         typer.Argument(
+            metavar="TRACE_DIR",
             help="Folder of per-rank PyTorch profiler (Kineto) or Chakra traces with measured "
-            "kernel durations."
+            "kernel durations.",
         ),
     ],
     accelerator: Annotated[
@@ -28,14 +29,22 @@ def calibrate(
     ],
     out: Annotated[
         Path | None,
-        typer.Option("--out", help="Write the calibration YAML here (for cluster.calibration)."),
+        typer.Option(
+            "--out",
+            metavar="FILE",
+            help="Write the calibration YAML here (for cluster.calibration).",
+        ),
     ] = None,
     dtype: Annotated[
         str, typer.Option("--dtype", help="Dtype the profiled GEMMs ran in (bf16, fp16, fp8).")
     ] = "bf16",
     attention_kernel: Annotated[
         str,
-        typer.Option("--attention-kernel", help="Fused attention the profile ran (flash, ...)."),
+        typer.Option(
+            "--attention-kernel",
+            help="Attention the profile ran: flash (FlashAttention-2), flash1, flash3, cudnn "
+            "or unfused.",
+        ),
     ] = "flash",
     as_json: Annotated[bool, typer.Option("--json", help="Print the fit as JSON.")] = False,
 ) -> None:

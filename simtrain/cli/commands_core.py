@@ -46,13 +46,17 @@ MaxEventsOption = Annotated[
 ]
 
 
-@app.command()
+@app.command(short_help="Simulate one training step of an experiment.")
 def run(
-    experiment: Annotated[Path, typer.Argument(help="Experiment YAML file.")],
+    experiment: Annotated[Path, typer.Argument(metavar="EXPERIMENT", help="Experiment YAML file.")],
     overrides: SetOption = None,
     out: Annotated[
         str | None,
-        typer.Option("--out", help="Directory for report.json, report.md, PNGs and trace.json."),
+        typer.Option(
+            "--out",
+            metavar="DIR",
+            help="Directory for report.json, report.md, PNGs and trace.json.",
+        ),
     ] = None,
     as_json: JsonOption = False,
     full: Annotated[
@@ -74,7 +78,7 @@ def run(
 ) -> None:
     """Simulate one training step of EXPERIMENT and report step time, MFU, communication and memory.
 
-    Example: simtrain run experiments/quickstart.yaml --set parallel.tp=2 --out out/quick
+    Example: simtrain run experiments/quickstart.yaml --set parallel.tp=4 --out out/quick
     """
     from simtrain.api import load_experiment, simulate
     from simtrain.report.terminal import breakdown_table, cost_table, memory_table, summary_table
@@ -129,10 +133,11 @@ def run(
         )
 
 
-@app.command()
+@app.command(short_help="Compare experiments with their published figures.")
 def validate(
     directory: Annotated[
-        Path, typer.Argument(help="Folder of experiments with 'expected:' blocks.")
+        Path,
+        typer.Argument(metavar="DIRECTORY", help="Folder of experiments with 'expected:' blocks."),
     ],
     as_json: JsonOption = False,
 ) -> None:
@@ -178,10 +183,12 @@ def validate(
         raise typer.Exit(1)
 
 
-@app.command()
+@app.command(short_help="Write an experiment's operator-level program.")
 def trace(
-    experiment: Annotated[Path, typer.Argument(help="Experiment YAML file.")],
-    out: Annotated[str, typer.Option("--out", help="Trace JSON file (directory for chakra).")],
+    experiment: Annotated[Path, typer.Argument(metavar="EXPERIMENT", help="Experiment YAML file.")],
+    out: Annotated[
+        str, typer.Option("--out", metavar="PATH", help="Trace JSON file (directory for chakra).")
+    ],
     overrides: SetOption = None,
     full: Annotated[bool, typer.Option("--full", help="Include every rank.")] = False,
     fmt: Annotated[
@@ -224,17 +231,32 @@ def trace(
 LIST_KINDS = ("accelerators", "links", "frameworks", "workloads", "topologies")
 
 
-@app.command(name="list")
+@app.command(name="list", short_help="List the hardware catalog, stacks, workloads, topologies.")
 def list_(
     what: Annotated[
         str,
-        typer.Argument(help="One of: accelerators, links, frameworks, workloads, topologies."),
+        typer.Argument(
+            metavar="WHAT", help="One of: accelerators, links, frameworks, workloads, topologies."
+        ),
     ],
+    name: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="NAME",
+            help="With frameworks: one profile's fields and their sources only "
+            "(without it, every profile's).",
+        ),
+    ] = None,
 ) -> None:
-    """List built-in accelerators, links, framework profiles, workload files or topologies."""
+    """List built-in accelerators, links, framework profiles, workload files or topologies.
+
+    Example: simtrain list frameworks torchtitan-2025
+    """
     from simtrain.report.catalog_tables import catalog_tables
 
     if what not in LIST_KINDS:
-        raise fail(f"'what' must be one of {', '.join(LIST_KINDS)} (got {what!r})")
-    for table in catalog_tables(what):
+        raise fail(f"'WHAT' must be one of {', '.join(LIST_KINDS)} (got {what!r})")
+    if name is not None and what != "frameworks":
+        raise fail(f"'NAME' must be left out with {what} (got {name!r}): it names a framework")
+    for table in catalog_tables(what, name):
         show(table)

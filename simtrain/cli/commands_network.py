@@ -112,13 +112,16 @@ def _human_bytes(size: float) -> str:
     return f"{size:g} B"
 
 
-@app.command()
+@app.command(short_help="Describe a cluster's network (bisection, links).")
 def topology(
-    file: Annotated[str, typer.Argument(help="Cluster YAML file (or a preset name).")],
+    file: Annotated[
+        str, typer.Argument(metavar="FILE", help="Cluster YAML file (or a preset name).")
+    ],
     png: Annotated[
         str | None,
         typer.Option(
             "--png",
+            metavar="FILE",
             help="Draw the network into this PNG: tiers labelled, link classes by colour and "
             "width; large clusters are drawn aggregated.",
         ),
@@ -196,10 +199,10 @@ def topology_table(file: str, accelerator: str, topo: Any) -> Table:
     return table
 
 
-@app.command()
+@app.command(short_help="Time one collective over message sizes (nccl-tests).")
 def collective(
     topology_file: Annotated[
-        str, typer.Option("--topology", help="Cluster YAML file or preset name.")
+        str, typer.Option("--topology", metavar="FILE", help="Cluster YAML file or preset name.")
     ],
     op: Annotated[
         str,

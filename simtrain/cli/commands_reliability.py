@@ -24,9 +24,9 @@ DEFAULT_POLICIES = (
 )
 
 
-@app.command()
+@app.command(short_help="Compare checkpoint/recovery policies over a whole run.")
 def reliability(
-    experiment: Annotated[Path, typer.Argument(help="Experiment YAML file.")],
+    experiment: Annotated[Path, typer.Argument(metavar="EXPERIMENT", help="Experiment YAML file.")],
     policies: Annotated[
         str,
         typer.Option(
@@ -43,7 +43,11 @@ def reliability(
     ] = None,
     overrides: Annotated[
         list[str] | None,
-        typer.Option("--set", help="Override a spec field, e.g. --set reliability.num_runs=20."),
+        typer.Option(
+            "--set",
+            metavar="KEY=VALUE",
+            help="Override a spec field, e.g. --set reliability.num_runs=20 (repeatable).",
+        ),
     ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print a JSON list, one object per policy.")

@@ -14,17 +14,21 @@ from simtrain.limits import check_limit
 from simtrain.traceio.limits import MAX_NODES_PER_RANK
 
 
-@app.command()
+@app.command(short_help="Replay Chakra or PyTorch profiler traces on a cluster.")
 def replay(
     trace_dir: Annotated[
-        Path, typer.Argument(help="Folder of per-rank Chakra (.et/.json) or Kineto traces.")
+        Path,
+        typer.Argument(
+            metavar="TRACE_DIR", help="Folder of per-rank Chakra (.et/.json) or Kineto traces."
+        ),
     ],
     experiment: Annotated[
-        Path | None, typer.Option("--experiment", help="Use this experiment's cluster.")
+        Path | None,
+        typer.Option("--experiment", metavar="EXPERIMENT", help="Use this experiment's cluster."),
     ] = None,
     overrides: SetOption = None,
     topology: Annotated[
-        str | None, typer.Option("--topology", help="Cluster YAML file or preset.")
+        str | None, typer.Option("--topology", metavar="FILE", help="Cluster YAML file or preset.")
     ] = None,
     accelerator: Annotated[
         str | None, typer.Option("--accelerator", help="Accelerator (with --topology).")

@@ -87,7 +87,7 @@ def _table(metrics: ScheduleMetrics, program: Program) -> Table:
     return table
 
 
-@app.command()
+@app.command(short_help="Replay a pipeline schedule with abstract stage times.")
 def schedule(
     name: Annotated[str, typer.Option("--schedule", help=f"Schedule: {', '.join(SCHEDULES)}.")],
     pp: Annotated[int, typer.Option("--pp", help="Pipeline stages (ranks).")],
@@ -95,7 +95,12 @@ def schedule(
     vpp: Annotated[
         int, typer.Option("--vpp", help="Model chunks per rank (interleaved only).")
     ] = 1,
-    t_f: Annotated[float, typer.Option("--t-f", help="Forward time of one stage.")] = 1.0,
+    t_f: Annotated[
+        float,
+        typer.Option(
+            "--t-f", help="Forward time of one stage (any unit; the step is in the same)."
+        ),
+    ] = 1.0,
     t_b: Annotated[
         float, typer.Option("--t-b", help="Full backward time of one stage (B + W).")
     ] = 2.0,
@@ -106,7 +111,8 @@ def schedule(
         float, typer.Option("--t-p2p", help="Transfer time between stages (0 = free).")
     ] = 0.0,
     out: Annotated[
-        str | None, typer.Option("--out", help="Write the Gantt chart to this image file.")
+        str | None,
+        typer.Option("--out", metavar="FILE", help="Write the Gantt chart to this image file."),
     ] = None,
     grid: Annotated[bool, typer.Option("--grid", help="Also print the step × stage grid.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,

@@ -165,6 +165,7 @@ def counts_line(result: Any) -> str:
         f"memory by the estimate), {stage}{c['ok']:,} simulated, {c['error']:,} failed; "
         f"{c['evaluated']:,} simulated in this run, {c['from_store']:,} found in the store; "
         f"{result.wall_time_s:.1f} s\nstore: {result.store_path}"
+        + "".join(f"\n{message}" for message in result.never_valid)
     )
 
 
@@ -194,9 +195,9 @@ def write_table(table: Any, out: Path) -> None:
         raise fail(f"'--out' must end in .csv or .parquet (got {out.name!r})")
 
 
-@app.command()
+@app.command(short_help="Estimate, simulate and rank a sweep's configurations.")
 def sweep(
-    sweep_file: Annotated[Path, typer.Argument(help="Sweep YAML file.")],
+    sweep_file: Annotated[Path, typer.Argument(metavar="SWEEP_FILE", help="Sweep YAML file.")],
     executor: ExecutorOption = "local",
     address: AddressOption = None,
     workers: WorkersOption = None,
@@ -204,6 +205,7 @@ def sweep(
         str | None,
         typer.Option(
             "--store",
+            metavar="FILE",
             help="SQLite result store (default: beside --out as <out>.sqlite, else "
             ".simtrain/<sweep name>.sqlite in the working directory).",
         ),
@@ -215,12 +217,14 @@ def sweep(
         bool, typer.Option("--overwrite", help="Empty a non-empty store and start over.")
     ] = False,
     out: Annotated[
-        str | None, typer.Option("--out", help="Write every row to results.csv or .parquet.")
+        str | None,
+        typer.Option("--out", metavar="FILE", help="Write every row to results.csv or .parquet."),
     ] = None,
     plot: Annotated[
         str | None,
         typer.Option(
             "--plot",
+            metavar="FILE",
             help="Save the Pareto-front plot (PNG/SVG/PDF; default: beside --out as "
             "<out>-pareto.png).",
         ),
@@ -380,7 +384,7 @@ def plan_counts_line(result: Any) -> str:
     )
 
 
-@app.command()
+@app.command(short_help="Cheapest cluster and layout for a model by a deadline.")
 def plan(
     model: Annotated[str, typer.Option("--model", help="Workload preset or YAML with 'model'.")],
     tokens: Annotated[float, typer.Option("--tokens", help="Training tokens, e.g. 15.6e12.")],
@@ -395,7 +399,8 @@ def plan(
         int | None, typer.Option("--max-gpus", min=1, help="Largest cluster to consider.")
     ] = None,
     topology: Annotated[
-        str | None, typer.Option("--topology", help="Topology preset or YAML with 'cluster'.")
+        str | None,
+        typer.Option("--topology", metavar="FILE", help="Topology preset or YAML with 'cluster'."),
     ] = None,
     usd_per_gpu_hour: PriceOption = None,
     batch_tokens: Annotated[
@@ -410,7 +415,9 @@ def plan(
     store: Annotated[
         str | None,
         typer.Option(
-            "--store", help="SQLite store of the simulated layouts (emptied unless --resume)."
+            "--store",
+            metavar="FILE",
+            help="SQLite store of the simulated layouts (emptied unless --resume).",
         ),
     ] = None,
     resume: Annotated[
@@ -437,8 +444,8 @@ def plan(
         str | None,
         typer.Option(
             "--frameworks",
-            help="Software stacks to search, comma-separated, or all (default: the default "
-            "profile); see simtrain list frameworks.",
+            help="Software stacks to search, comma-separated, or all (default: megatron-core, "
+            "the default profile); see simtrain list frameworks.",
         ),
     ] = None,
     as_json: JsonOption = False,

@@ -105,12 +105,18 @@ def _shown(value: object) -> str:
 REFERENCE = "docs/references/frameworks.md "
 
 
-def frameworks_tables() -> list[Table]:
-    """One summary of every framework profile, then each profile field by field with sources."""
+def frameworks_tables(only: str | None = None) -> list[Table]:
+    """One summary of every framework profile, then each profile field by field with sources.
+
+    ``only`` names one profile: its field table alone (an unknown name is a one-line error
+    that lists the known ones).
+    """
     from simtrain.catalog.frameworks import framework_names, get_framework
     from simtrain.specs.framework import DEFAULT_FRAMEWORK, profile_field_names
 
-    names = framework_names()
+    if only is not None:
+        get_framework(only, "NAME")
+    names = framework_names() if only is None else [only]
     summary = Table(title=f"frameworks (training.framework; default {DEFAULT_FRAMEWORK})")
     for col in ("name", "mode", "attention", "ZeRO", "ZeRO-3 gathers", "DP overlap"):
         summary.add_column(col, no_wrap=True)
@@ -124,7 +130,7 @@ def frameworks_tables() -> list[Table]:
             p.sharding.gather_granularity,
             "yes" if p.overlaps.dp_grad_reduce else "no",
         )
-    tables = [summary]
+    tables = [summary] if only is None else []
     for name in names:
         p = get_framework(name)
         table = Table(
@@ -144,10 +150,10 @@ def frameworks_tables() -> list[Table]:
     return tables
 
 
-def catalog_tables(what: str) -> list[Table]:
-    """The tables for ``simtrain list WHAT``."""
+def catalog_tables(what: str, name: str | None = None) -> list[Table]:
+    """The tables for ``simtrain list WHAT [NAME]`` (``NAME``: one framework profile)."""
     if what == "frameworks":
-        return frameworks_tables()
+        return frameworks_tables(name)
     if what == "accelerators":
         return [accelerators_table(), sources_table(ACCELERATORS)]
     if what == "links":

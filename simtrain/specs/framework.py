@@ -282,6 +282,9 @@ class FrameworkProfile(Spec):
     data-parallel group like ZeRO-1 (DeepSpeed's BF16_Optimizer)."""
     pipeline_schedules: tuple[str, ...]
     """Pipeline schedules the stack implements (checked when pp > 1)."""
+    tp_comm_overlaps: tuple[Literal["none", "wgrad", "gemm"], ...]
+    """Tensor-parallel communication overlaps the stack implements (``parallel.tp_comm_overlap``,
+    checked when tp > 1); the default, ``overlaps.tp_comm``, is one of them."""
     pipeline_scatter_gather: bool
     """Pipeline activations cross stages scattered over the TP group and re-gathered on the
     other side (Narayanan et al. 2021 §4.1), instead of whole on every TP rank."""
@@ -308,6 +311,11 @@ class FrameworkProfile(Spec):
             problems.append(
                 f"'attention_kernel' must be one of attention_kernels "
                 f"{list(self.attention_kernels)} (got {self.attention_kernel!r})"
+            )
+        if self.overlaps.tp_comm not in self.tp_comm_overlaps:
+            problems.append(
+                f"'overlaps.tp_comm' must be one of tp_comm_overlaps "
+                f"{list(self.tp_comm_overlaps)} (got {self.overlaps.tp_comm!r})"
             )
         if problems:
             raise ValueError("; ".join(problems))

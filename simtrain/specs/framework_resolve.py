@@ -87,12 +87,29 @@ def resolve_framework_defaults(data: dict[str, Any]) -> dict[str, Any]:
                 "overlap_replica_grad_reduce": profile.overlaps.replica_grad_reduce,
                 "grad_bucket_size_bytes": profile.grad_bucket_size_bytes,
                 "overlap_param_gather": profile.overlaps.dp_param_gather,
-                "tp_comm_overlap": profile.overlaps.tp_comm,
+                "tp_comm_overlap": _tp_comm_default(profile, parallel),
                 "overlap_ep_comm": _pairs_microbatches(profile, parallel),
                 "overlap_p2p_comm": profile.overlaps.pp_p2p,
             },
         )
     return resolved
+
+
+def _tp_comm_default(profile: FrameworkProfile, parallel: Any) -> str:
+    """The stack's TP overlap, or ``wgrad`` for a GEMM overlap that has nothing to pipeline.
+
+    ``gemm`` pipelines sequence-parallel all-gathers and reduce-scatters; with tp > 1 and
+    no sequence parallelism (all-reduces) it acts as ``wgrad``, which the resolved spec then
+    says. An explicit ``gemm`` there is an error (:func:`framework_problems`).
+    """
+    mode = profile.overlaps.tp_comm
+    try:
+        no_sp = int(_get(parallel, "tp", 1)) > 1 and not _get(parallel, "sp", False)
+    except (TypeError, ValueError, OverflowError):
+        return mode  # field validation reports the real problem
+    if mode == "gemm" and no_sp:
+        return "wgrad" if "wgrad" in profile.tp_comm_overlaps else "none"
+    return mode
 
 
 def _pairs_microbatches(profile: FrameworkProfile, parallel: Any) -> bool:
@@ -126,13 +143,23 @@ def framework_problems(spec: ExperimentSpec) -> list[str]:
     def allowed(field: str, value: Any, valid: tuple[Any, ...]) -> None:
         if value not in valid:
             shown = ", ".join(str(v) for v in valid) or "none"
+            what = f"one of {shown}" if len(valid) > 1 else shown
             problems.append(
-                f"'{field}' must be one of {shown} under training.framework={name} (got {value!r})"
+                f"'{field}' must be {what} under training.framework={name} (got {value!r})"
             )
 
     allowed("parallel.zero_stage", p.zero_stage, profile.zero_stages)
     allowed("training.dtype", t.dtype, profile.dtypes)
     allowed("training.attention_kernel", t.attention_kernel, profile.attention_kernels)
+    if p.tp > 1:
+        allowed("parallel.tp_comm_overlap", p.tp_comm_overlap, profile.tp_comm_overlaps)
+        if p.tp_comm_overlap == "gemm" and not p.sp:
+            problems.append(
+                f"'parallel.tp_comm_overlap' must be none or wgrad without sequence parallelism "
+                f"(got 'gemm' with parallel.tp={p.tp}, parallel.sp=false): it pipelines the "
+                "sequence-parallel all-gathers and reduce-scatters with their GEMMs; set "
+                "parallel.sp=true"
+            )
     if p.pp > 1:
         if not profile.pipeline_schedules:
             problems.append(

@@ -174,8 +174,11 @@ _RANGE_ERRORS = frozenset(
 )
 
 
-def _field_info(model: Any, loc: tuple[Any, ...]) -> Any:
-    """The FieldInfo at a pydantic error location, walking nested specs, unions and lists."""
+def _walk(model: Any, loc: tuple[Any, ...]) -> tuple[Any, list[Any]]:
+    """The FieldInfo at a pydantic error location and the spec classes it holds.
+
+    Walks nested specs, unions and lists; the classes are those whose fields come next.
+    """
     import typing
 
     from pydantic import BaseModel
@@ -196,7 +199,31 @@ def _field_info(model: Any, loc: tuple[Any, ...]) -> Any:
             continue  # a union tag such as 'sync'
         info = hit
         current = models(hit.annotation) or current
-    return info
+    return info, current
+
+
+def _field_info(model: Any, loc: tuple[Any, ...]) -> Any:
+    """The FieldInfo at a pydantic error location, walking nested specs, unions and lists."""
+    return _walk(model, loc)[0]
+
+
+def _unknown_field(model: Any, loc: tuple[Any, ...]) -> str:
+    """``is not a known field`` with the nearest known names, or all of them.
+
+    Examples:
+        >>> from simtrain.specs.experiment import ExperimentSpec
+        >>> _unknown_field(ExperimentSpec, ("training", "framwork"))
+        "is not a known field (did you mean 'framework'?)"
+    """
+    import difflib
+
+    if model is None or not loc or not isinstance(loc[-1], str):
+        return "is not a known field (check the spelling)"
+    known = sorted({name for m in _walk(model, loc[:-1])[1] for name in m.model_fields})
+    near = difflib.get_close_matches(loc[-1], known, n=3, cutoff=0.6)
+    if near:
+        return f"is not a known field (did you mean {' or '.join(repr(n) for n in near)}?)"
+    return f"is not a known field (known: {', '.join(known)})"
 
 
 def _shown(value: Any) -> str:
@@ -217,7 +244,7 @@ def _message(err: Any, model: Any) -> str:
 
     kind, msg = err["type"], err["msg"].removeprefix("Value error, ")
     if kind == "extra_forbidden":
-        return "is not a known field (check the spelling; see the spec reference)"
+        return _unknown_field(model, tuple(err["loc"]))
     if kind == "missing":
         return "is required"
     info = _field_info(model, tuple(err["loc"])) if model is not None else None

@@ -20,7 +20,7 @@ import itertools
 import json
 import math
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -158,6 +158,35 @@ def resolve(
         if not evaluate_constraint(tree, spec, f"constraints.{i}", text):
             return Candidate(index, point, "constraint", f"violates {text!r}", spec, key)
     return Candidate(index, point, "pending", "", spec, key)
+
+
+def never_valid(seen: Iterable[Candidate]) -> list[str]:
+    """One message per swept value that no configuration accepted, with the first reason.
+
+    A sweep prunes invalid combinations on purpose, but a value that is invalid in every
+    combination is most likely a typo (``training.framework: torchtitan-2026``) or a value
+    the base rules out, and its rows alone would only say ``invalid``.
+
+    Examples:
+        >>> seen = [Candidate(0, {"parallel.tp": 2}, "pending"),
+        ...         Candidate(1, {"parallel.tp": 3}, "invalid", "3 must divide 32")]
+        >>> never_valid(seen)
+        ['no valid configuration has parallel.tp=3 (the first reason: 3 must divide 32)']
+    """
+    valid: set[tuple[str, str]] = set()
+    first: dict[tuple[str, str], str] = {}
+    for cand in seen:
+        for name, value in cand.point.items():
+            key = (name, str(value))
+            if cand.status == "invalid":
+                first.setdefault(key, cand.reason)
+            else:
+                valid.add(key)
+    return [
+        f"no valid configuration has {name}={value} (the first reason: {reason})"
+        for (name, value), reason in first.items()
+        if (name, value) not in valid
+    ]
 
 
 def candidates(

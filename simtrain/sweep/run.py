@@ -28,7 +28,13 @@ from simtrain.report.progress import Advance, Progress
 from simtrain.report.progress import progress as progress_display
 from simtrain.specs.experiment import ExperimentSpec
 from simtrain.specs.sweep import SweepSpec, base_mapping, load_sweep
-from simtrain.sweep.enumerate import Candidate, candidates, count_points, sweep_groups
+from simtrain.sweep.enumerate import (
+    Candidate,
+    candidates,
+    count_points,
+    never_valid,
+    sweep_groups,
+)
 from simtrain.sweep.evaluate import METRIC_COLUMNS, evaluate
 from simtrain.sweep.executors import Executor, check_executor, get_executor
 from simtrain.sweep.search import DEFAULT_SIMULATE_TOP, ESTIMATED, Stage1, best_by_group
@@ -52,6 +58,9 @@ class SweepResult:
             ``from_store`` (found done) and ``evaluated`` (simulated now).
         wall_time_s: driver wall time.
         store_path: the SQLite store.
+        never_valid: one message per swept value that no configuration accepted (a typo,
+            or a value the base rules out), with the first reason
+            (:func:`~simtrain.sweep.enumerate.never_valid`).
     """
 
     sweep: SweepSpec
@@ -59,6 +68,7 @@ class SweepResult:
     counts: dict[str, int] = field(default_factory=dict)
     wall_time_s: float = 0.0
     store_path: str = ":memory:"
+    never_valid: list[str] = field(default_factory=list)
 
     def ranked(self) -> pd.DataFrame:
         """Simulated rows, best first by the sweep's metric."""
@@ -152,7 +162,8 @@ def run_sweep(
     summary = {"total": total, **{s: counts.get(s, 0) for s in STATUSES}}
     summary.update(from_store=counts["from_store"], evaluated=counts["evaluated"])
     summary["simulated"] = len(chosen)
-    return SweepResult(sweep, table, summary, time.perf_counter() - began, str(store))
+    wall_s = time.perf_counter() - began
+    return SweepResult(sweep, table, summary, wall_s, str(store), never_valid(seen))
 
 
 def simulate_configurations(

@@ -118,13 +118,14 @@ def frameworks_to_search(setting: str | None) -> tuple[str | None, ...]:
     """The ``frameworks`` of a space from a ``--frameworks`` setting.
 
     ``None`` is the default profile alone; ``all`` is every profile; otherwise a
-    comma-separated list of profile names.
+    comma-separated list of profile names, each searched once.
 
     Raises:
-        SpecError: an unknown profile name (the message lists the known ones).
+        SpecError: an unknown profile name (the message lists the known ones), or ``all``
+            in a list.
 
     Examples:
-        >>> frameworks_to_search(None), frameworks_to_search("deepspeed, torchtitan")
+        >>> frameworks_to_search(None), frameworks_to_search("deepspeed, torchtitan, deepspeed")
         ((None,), ('deepspeed', 'torchtitan'))
     """
     from simtrain.catalog.frameworks import framework_names, get_framework
@@ -136,6 +137,9 @@ def frameworks_to_search(setting: str | None) -> tuple[str | None, ...]:
     names = tuple(name.strip() for name in setting.split(",") if name.strip())
     if not names:
         raise SpecError(f"'--frameworks' must name a profile or all (got {setting!r})")
+    if "all" in names:
+        raise SpecError(f"'--frameworks' must be all alone or a list of profiles (got {setting!r})")
+    names = tuple(dict.fromkeys(names))  # a profile named twice is searched once
     for name in names:
         get_framework(name, "--frameworks")
     return names

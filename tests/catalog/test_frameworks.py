@@ -88,6 +88,27 @@ def test_unset_switches_come_from_the_profile_and_an_experiment_may_override():
             "parallel.pipeline_schedule",
         ),
         (["training.framework=pytorch-fsdp1", "parallel.pp=2"], "parallel.pp"),
+        (
+            ["training.framework=torchtitan-2025", "parallel.tp_comm_overlap=wgrad"],
+            "parallel.tp_comm_overlap",
+        ),
+        (
+            [
+                "training.framework=llm-foundry",
+                "parallel.zero_stage=3",
+                "parallel.tp_comm_overlap=gemm",
+            ],
+            "parallel.tp_comm_overlap",
+        ),
+        (
+            [
+                "training.framework=megatron-lm-2021",
+                "training.dtype=fp16",
+                "parallel.zero_stage=0",
+                "parallel.tp_comm_overlap=gemm",
+            ],
+            "parallel.tp_comm_overlap",
+        ),
     ],
 )
 def test_a_setting_the_stack_cannot_take_is_one_line_exit_2(capsys, overrides, field):
@@ -99,6 +120,22 @@ def test_a_setting_the_stack_cannot_take_is_one_line_exit_2(capsys, overrides, f
     assert code == 2
     assert f"'{field}' must be" in err and "training.framework=" in err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_tp_comm_default_is_one_the_stack_implements_and_gemm_needs_sequence_parallelism():
+    for name in framework_names():
+        profile = get_framework(name)
+        assert profile.overlaps.tp_comm in profile.tp_comm_overlaps, name
+    # NeMo's default GEMM overlap pipelines sequence-parallel collectives: without SP
+    # (all-reduces) the resolved spec says what runs, the input-gradient overlap
+    nemo = ("training.framework=nemo", "parallel.tp=2")
+    assert make_experiment(*nemo, "parallel.sp=true").parallel.tp_comm_overlap == "gemm"
+    assert make_experiment(*nemo, "parallel.sp=false").parallel.tp_comm_overlap == "wgrad"
+    with pytest.raises(SpecError, match=r"'parallel\.tp_comm_overlap' must be none or wgrad"):
+        make_experiment("parallel.tp=2", "parallel.tp_comm_overlap=gemm")
+    # at tp = 1 there is no TP communication: every mode is accepted
+    make_experiment("training.framework=llm-foundry", "parallel.tp=1", "parallel.sp=false",
+                    "parallel.zero_stage=3", "parallel.tp_comm_overlap=gemm")  # fmt: skip
 
 
 def test_unknown_framework_on_the_cli_is_one_line_exit_2(capsys):
@@ -133,3 +170,17 @@ def test_list_frameworks_shows_every_profile_and_its_sources(capsys):
     for name in framework_names():
         assert f"{name}: every field and its source" in out
     assert "documented:" in out and "sharding.prefetch_bytes" in out
+
+
+def test_list_frameworks_name_shows_that_profile_alone(capsys):
+    assert run_app(["list", "frameworks", "torchtitan-2025"]) == 0
+    out = capsys.readouterr().out
+    assert "torchtitan-2025: every field and its source" in out and "tp_comm_overlaps" in out
+    assert not any(f"{n}: every field" in out for n in framework_names() if n != "torchtitan-2025")
+    for argv, needle in (
+        (["list", "frameworks", "titan"], "'NAME' must be a known framework"),
+        (["list", "accelerators", "H100-SXM"], "'NAME' must be left out with accelerators"),
+    ):
+        assert run_app(argv) == 2
+        err = capsys.readouterr().err
+        assert needle in err and len(err.strip().splitlines()) == 1

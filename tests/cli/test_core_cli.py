@@ -160,3 +160,31 @@ def test_console_script_prints_no_traceback(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: ") and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_help_lists_every_command_in_readme_order_with_an_untruncated_summary(capsys):
+    from simtrain.cli.app import COMMAND_ORDER
+
+    code, out, _ = run(capsys, "--help")
+    lines = [line for line in out.split("Commands:")[1].splitlines() if line.strip()]
+    assert code == 0 and not any(line.endswith("...") for line in lines)
+    assert [line.split()[0] for line in lines] == list(COMMAND_ORDER)
+    readme = (ROOT / "README.md").read_text()
+    positions = [readme.index(f"| `simtrain {name} ") for name in COMMAND_ORDER]
+    assert positions == sorted(positions)
+
+
+def test_version_and_bare_command(capsys):
+    from simtrain.api import simtrain_version
+
+    code, out, _ = run(capsys, "--version")
+    assert code == 0 and out.strip() == f"simtrain {simtrain_version()}"
+    code, _, err = run(capsys)  # no command: the help as it prints, not folded into one line
+    assert code == 2 and err.startswith("Usage: simtrain") and "\nCommands:\n" in err
+
+
+def test_plan_help_names_the_default_framework(capsys):
+    from simtrain.specs.framework import DEFAULT_FRAMEWORK
+
+    code, out, _ = run(capsys, "plan", "--help")
+    assert code == 0 and f"default: {DEFAULT_FRAMEWORK}" in " ".join(out.split())

@@ -580,6 +580,68 @@ def _experiment_cases() -> list[Case]:
         "model.num_experts",
     )
 
+    # framework profiles (training.framework) and what each stack can run
+    llama = merged(
+        TINY,
+        {
+            "model": {"activation": "swiglu", "ffn_hidden_size": 688, "num_kv_heads": 2},
+            "parallel": {"sp": True},
+        },
+    )
+    titan = merged(llama, {"training": {"framework": "torchtitan-2025"}})
+    fw, tp_comm, recompute = "training.framework", "parallel.tp_comm_overlap", "parallel.recompute"
+    per_op = {recompute: "per_op"}
+    frameworks: list[tuple[str, str, dict[str, Any]]] = [
+        ("framework_unknown", fw, {fw: "torchtitan-2026"}),
+        ("framework_wrong_case", fw, {fw: "TorchTitan-2025"}),
+        ("framework_empty", fw, {fw: ""}),
+        ("framework_number", fw, {fw: 2025}),
+        ("framework_list", fw, {fw: ["torchtitan"]}),
+        ("framework_null", fw, {fw: None}),
+        ("titan2025_zero1", "parallel.zero_stage", {"parallel.zero_stage": 1}),
+        ("titan2025_dtype_mxfp8", "training.dtype", {"training.dtype": "mxfp8"}),
+        ("titan2025_flash1", "training.attention_kernel", {"training.attention_kernel": "flash1"}),
+        (
+            "titan2025_dualpipe",
+            "parallel.pipeline_schedule",
+            {
+                "parallel.pp": 2,
+                "parallel.pipeline_schedule": "dualpipe",
+                "parallel.global_batch_size": 32,
+                "cluster.num_gpus": 32,
+            },
+        ),
+        ("titan2025_tp_comm_wgrad", tp_comm, {tp_comm: "wgrad"}),
+        ("titan2025_tp_comm_gemm_no_sp", tp_comm, {tp_comm: "gemm", "parallel.sp": False}),
+        ("titan2025_tp_comm_magic", tp_comm, {tp_comm: "magic"}),
+        ("titan2025_per_op_gelu", recompute, {**per_op, "model.activation": "gelu"}),
+        (
+            "titan2025_per_op_moe",
+            recompute,
+            {**per_op, "model.num_experts": 8, "model.moe_top_k": 2},
+        ),
+        ("titan2025_per_op_parallel_block", recompute, {**per_op, "model.block": "parallel"}),
+        (
+            "titan2025_per_op_with_modules",
+            "parallel.recompute_modules",
+            {**per_op, "parallel.recompute_modules": ["mlp"]},
+        ),
+        ("titan2025_recompute_magic", recompute, {recompute: "per_layer"}),
+        ("titan2025_execution_jit", "training.execution_mode", {"training.execution_mode": "jit"}),
+        ("fsdp1_tp_comm_gemm", tp_comm, {fw: "pytorch-fsdp1", tp_comm: "gemm"}),
+        ("llm_foundry_tp_comm_wgrad", tp_comm, {fw: "llm-foundry", tp_comm: "wgrad"}),
+        (
+            "megatron2021_tp_comm_gemm",
+            tp_comm,
+            {fw: "megatron-lm-2021", "training.dtype": "fp16", tp_comm: "gemm"},
+        ),
+    ]
+    for name, fld, values in frameworks:
+        data = titan
+        for path, value in values.items():
+            data = merged(data, dotted(path, value))
+        add(name, data, fld)
+
     # work that explodes: refused up front with the number and the flag that raises the limit
     add("num_layers_1e6", merged(TINY, {"model": {"num_layers": 1_000_000}}), "model.num_layers")
     add(
@@ -1734,12 +1796,12 @@ def _cli_cases() -> list[Case]:
         "training.total_tokens",
     )
     add("run_unknown_option", ("run", "{in}/exp.yaml", "--turbo"), "--turbo")
-    add("run_missing_argument", ("run",), "experiment")
+    add("run_missing_argument", ("run",), "EXPERIMENT")
     add("run_max_tasks_zero", ("run", "{in}/exp.yaml", "--max-tasks", "0"), "--max-tasks")
     add("run_max_tasks_negative", ("run", "{in}/exp.yaml", "--max-tasks", "-1"), "--max-tasks")
     add("run_max_tasks_exceeded", ("run", "{in}/exp.yaml", "--max-tasks", "5"), "--max-tasks")
     add("unknown_command", ("frobnicate",), "frobnicate")
-    add("list_unknown", ("list", "gpus"), "what")
+    add("list_unknown", ("list", "gpus"), "WHAT")
     add("validate_not_a_directory", ("validate", "{in}/exp.yaml"), "exp.yaml")
     add("validate_empty_directory", ("validate", "{in}/sub"), "sub", {"sub": None})
     add(
@@ -1909,6 +1971,12 @@ def _cli_cases() -> list[Case]:
         (*plan, "--tokens", "1e12", "--deadline-days", "30", "--topology", "nope"),
         "nope",
     )
+    for label, value in (("all_in_a_list", "all,bogus"), ("unknown", "megatron-2030")):
+        add(
+            f"plan_frameworks_{label}",
+            (*plan, "--tokens", "1e12", "--deadline-days", "30", "--frameworks", value),
+            "--frameworks",
+        )
     add(
         "plan_executor_magic",
         (*plan, "--tokens", "1e12", "--deadline-days", "30", "--executor", "magic"),

@@ -23,6 +23,14 @@ def test_unknown_key_is_rejected_with_its_path():
     assert "'parallel.tensor_paralel' is not a known field" in str(err.value)
 
 
+def test_unknown_key_names_the_nearest_fields_or_every_one():
+    with pytest.raises(SpecError, match=r"'training\.framwork' .*did you mean 'framework'\?"):
+        make_experiment("training.framwork=nemo")
+    with pytest.raises(SpecError) as err:
+        make_experiment("training.compiles_loss=true")  # a profile field, not an experiment's
+    assert "(known: activation_fp8_input_store, attention_kernel, dtype," in str(err.value)
+
+
 def test_negative_batch_is_rejected():
     with pytest.raises(SpecError) as err:
         make_experiment("parallel.global_batch_size=-4")

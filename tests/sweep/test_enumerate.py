@@ -53,3 +53,19 @@ def test_key_depends_on_the_resolved_spec_and_the_version():
     b = next(c for c in candidates(spec, TINY_BASE, "v1") if c.status == "pending")
     assert a.key == b.key == config_key(a.spec, "v1")
     assert config_key(a.spec, "v2") != a.key
+
+
+def test_a_swept_value_no_configuration_accepts_is_named_with_its_reason():
+    from simtrain.sweep.enumerate import never_valid
+
+    spec = sweep_from_dict(tiny_sweep())
+    # tp=16 never divides 8 heads; tp=1 and 2 are valid somewhere, as are both mbs
+    assert never_valid(candidates(spec, TINY_BASE, "v")) == [
+        "no valid configuration has parallel.tp=16 (the first reason: "
+        + next(c.reason for c in candidates(spec, TINY_BASE, "v") if c.point["parallel.tp"] == 16)
+        + ")"
+    ]
+    typo = tiny_sweep(axes={"training.framework": ["megatron-core", "megatron-2030"]})
+    (message,) = never_valid(candidates(sweep_from_dict(typo), TINY_BASE, "v"))
+    assert message.startswith("no valid configuration has training.framework=megatron-2030")
+    assert "must be a known framework" in message
