@@ -36,8 +36,10 @@ def one_line_error(err: str) -> str:
 
 
 def slow_sweep(folder: Path) -> Path:
-    """48 configurations of a model big enough that one worker needs a few seconds."""
-    base = {**TINY_BASE, "model": {**TINY_MODEL, "num_layers": 8, "hidden_size": 512}}
+    """48 configurations of a model big enough that one worker needs several seconds (about
+    0.15 s each on this project's 2-core machine), so a loaded machine's stall cannot let the
+    sweep finish between reaching a row count and the signal."""
+    base = {**TINY_BASE, "model": {**TINY_MODEL, "num_layers": 32, "hidden_size": 1024}}
     data = tiny_sweep(
         base={**base, "parallel": {"global_batch_size": 64}},
         axes={
@@ -109,6 +111,7 @@ def interrupt_after(proc: subprocess.Popen, store: Path, rows: int, sig: int) ->
         assert time.monotonic() < deadline
         time.sleep(0.02)
     workers = children(proc.pid)
+    assert proc.poll() is None, "the sweep finished before it could be interrupted"
     proc.send_signal(sig)
     proc.wait(timeout=60)
     # the workers stop too: terminated by the driver (SIGINT) or on their own (SIGKILL)
