@@ -105,10 +105,20 @@ class Setup:
 
     @property
     def grad_key(self) -> tuple[Any, ...]:
-        """What a rank's gradient reduction depends on besides its actions and context."""
-        p = self.spec.parallel
-        return (self.zero_stage, p.grad_bucket_size_bytes, p.overlap_replica_grad_reduce,
-                self.spec.training.grad_reduce_dtype, self.bucket_stream)  # fmt: skip
+        """What a rank's gradient reduction depends on besides its actions and context.
+
+        The ZeRO stage enters only through what the reducer does with it (all-reduce or
+        reduce-scatter, per-unit buckets, buckets after every microbatch, the parameter
+        gather after the optimizer), so stages that reduce alike (ZeRO-1 and ZeRO-2 on a
+        stack that gathers after the optimizer and reduces once per step) share reductions.
+        """
+        p, stage = self.spec.parallel, self.zero_stage
+        gathers_after = stage == 1 or (
+            stage == 2 and self.profile.sharding.zero2_param_gather == "after_optimizer"
+        )
+        return (stage == 0, stage == 3, self.every_mb, gathers_after, p.grad_bucket_size_bytes,
+                p.overlap_replica_grad_reduce, self.spec.training.grad_reduce_dtype,
+                self.bucket_stream)  # fmt: skip
 
 
 def issues_from_host(compute: Any) -> bool:

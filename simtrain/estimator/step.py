@@ -166,6 +166,7 @@ class Estimator(GradientReduction):
     _dumps: dict[int, tuple[Any, str]] = field(default_factory=dict)
     _contexts: dict[tuple[Any, ...], Context] = field(default_factory=dict)
     _bounds: dict[tuple[Any, ...], tuple[tuple[float, float], ...]] = field(default_factory=dict)
+    _steps: dict[tuple[Any, ...], tuple[float, float]] = field(default_factory=dict)
     stats: Counter[str] = field(default_factory=Counter)
     """Estimates ``extrapolated`` in the microbatch count, and ``not_linear`` (chained in
     full because the reduced counts were not linear yet)."""
