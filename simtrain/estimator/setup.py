@@ -8,6 +8,7 @@ and hooks share; :class:`Paced` runs a compute model at the step's pace.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from simtrain.estimator.chunks import Chunk
@@ -30,6 +31,8 @@ class Context:
         signatures: (rank, chunk) -> (models key, groups by axis) of the chunk on the rank.
         reductions: (gradient key, reducing action, next action, bytes pending) -> its
             buckets (``Estimator._reduction``).
+        tables: schedule shape key -> its slots' rows and per-rank busy and waited sums
+            (``Estimator._table``).
     """
 
     chunks: list[Chunk]
@@ -37,6 +40,9 @@ class Context:
     grads: dict[tuple[Any, ...], Gradients] = field(default_factory=dict)
     signatures: dict[tuple[int, int], Any] = field(default_factory=dict)
     reductions: dict[tuple[Any, ...], tuple[Any, ...]] = field(default_factory=dict)
+    tables: dict[tuple[Any, ...], tuple[list[Any], tuple[float, ...], tuple[float, ...]]] = (
+        field(default_factory=dict)
+    )
 
 
 @dataclass(frozen=True)
@@ -86,12 +92,12 @@ class Setup:
     contended: bool = False
     blocking_sends: bool = False
 
-    @property
+    @cached_property
     def every_mb(self) -> bool:
         """The stack reduces sharded gradients after every microbatch's backward."""
         return self.zero_stage >= 2 and self.profile.sharding.reduce_every_microbatch
 
-    @property
+    @cached_property
     def bucket_stream(self) -> str | None:
         """The stream the gradient buckets share with the backward's parameter gathers.
 
@@ -103,7 +109,7 @@ class Setup:
             return f"{SHARD_AXIS}_comm"
         return None
 
-    @property
+    @cached_property
     def grad_key(self) -> tuple[Any, ...]:
         """What a rank's gradient reduction depends on besides its actions and context.
 

@@ -305,14 +305,35 @@ class Estimator(GradientReduction):
 
     def _rows(self, setup: Setup, shape: ScheduleShape, chunks: list[Chunk]) -> list[Any]:
         """The rows of the shape's slots (:meth:`_slot`), cached in the setup's context."""
-        table = []
-        known = setup.context.slots
-        for slot in shape.slots:
-            row = known.get(slot)
-            if row is None:
-                row = known[slot] = self._slot(setup, slot, chunks)
-            table.append(row)
-        return table
+        return self._table(setup, shape, chunks)[0]
+
+    def _table(
+        self, setup: Setup, shape: ScheduleShape, chunks: list[Chunk]
+    ) -> tuple[list[Any], tuple[float, ...], tuple[float, ...]]:
+        """(rows, per-rank busy time, per-rank time waited inside actions) of a shape.
+
+        Cached per shape in the setup's context, which the configurations of one placement
+        and ops share (their ZeRO stages and schedules of one compiled shape): the sums
+        depend on the slots' timings alone (the gradient buckets' interference is added
+        to the rows' copies in :meth:`_chain`).
+        """
+        found = setup.context.tables.get(shape.key)
+        if found is None:
+            table = []
+            known = setup.context.slots
+            for slot in shape.slots:
+                row = known.get(slot)
+                if row is None:
+                    row = known[slot] = self._slot(setup, slot, chunks)
+                table.append(row)
+            num = len(setup.ranks)
+            busy, waited = [0.0] * num, [0.0] * num
+            for k, slot in enumerate(shape.slots):
+                timing = table[k][-1]
+                busy[slot.rank] += shape.slot_counts[k] * timing.busy_s
+                waited[slot.rank] += shape.slot_counts[k] * (timing.at(0.0)[0] - timing.busy_s)
+            found = setup.context.tables[shape.key] = (table, tuple(busy), tuple(waited))
+        return found
 
     # --- the chain of actions ---------------------------------------------------------
 
@@ -378,11 +399,8 @@ class Estimator(GradientReduction):
         elif chained is None:
             chained = self._chains[key] = chain_actions(shape, table, num, *rules)
         compute_free, hold, pp_free, marks, host_free = chained
-        busy, waited = [0.0] * num, [0.0] * num
-        for k, slot in enumerate(shape.slots):
-            timing = table[k][-1]
-            busy[slot.rank] += shape.slot_counts[k] * timing.busy_s
-            waited[slot.rank] += shape.slot_counts[k] * (timing.at(0.0)[0] - timing.busy_s)
+        _, summed_busy, summed_waited = setup.context.tables[shape.key]
+        busy, waited = list(summed_busy), list(summed_waited)
         step = 0.0
         for r, grads in enumerate(all_grads):
             last, opt_busy, opt_waited = grads.finish(
