@@ -40,8 +40,8 @@ class Context:
     grads: dict[tuple[Any, ...], Gradients] = field(default_factory=dict)
     signatures: dict[tuple[int, int], Any] = field(default_factory=dict)
     reductions: dict[tuple[Any, ...], tuple[Any, ...]] = field(default_factory=dict)
-    tables: dict[tuple[Any, ...], tuple[list[Any], tuple[float, ...], tuple[float, ...]]] = (
-        field(default_factory=dict)
+    tables: dict[tuple[Any, ...], tuple[list[Any], tuple[float, ...], tuple[float, ...]]] = field(
+        default_factory=dict
     )
 
 

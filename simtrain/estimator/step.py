@@ -119,6 +119,9 @@ class StepEstimate:
         return self.bubble_s / self.step_time_s if self.step_time_s > 0 else 0.0
 
 
+_UNKNOWN = object()
+"""Not in a cache whose values may be None."""
+
 FORWARDS = frozenset({"forward", "first_forward"})
 """Bodies of a forward action (its transfer leaves after its trailing collectives)."""
 
@@ -550,12 +553,15 @@ class Estimator(GradientReduction):
         reduces = slot.owns_grads or (setup.every_mb and slot.computes_grads)
         hooks = reduces and setup.hooks[slot.rank]
         models, groups = self._rank_signature(setup, slot.rank, slot.chunk, chunk)
-        body = chunk.source.body(slot.body, chunk.probe)
+        body = slot.body
+        if body == "first_forward":
+            body = chunk.source.body(body, chunk.probe)
         stream = setup.bucket_stream if buckets or incoming else None
         key = (id(chunk.source), len(chunk.layers), chunk.base, body, hooks, models, buckets,
                incoming, stream)  # fmt: skip
-        if key in self._timings:
-            return self._timings[key]
+        known = self._timings.get(key, _UNKNOWN)
+        if known is not _UNKNOWN:
+            return known  # type: ignore[return-value]
         compute, network = setup.compute, setup.network
 
         def comm_s(op: Op) -> float:
@@ -749,19 +755,18 @@ class Estimator(GradientReduction):
         """What a chunk's ops depend on: everything but scheduling and placement fields.
 
         The ZeRO stage matters only through the parameter gathers the builder inserts:
-        everywhere under ZeRO-3, in the first forward under FSDP's ZeRO-2.
+        everywhere under ZeRO-3, in the first forward under FSDP's ZeRO-2. The parallel
+        fields are read as validated (their ``repr``), not dumped: every configuration has
+        a section of its own, so this runs once per estimate.
         """
         p = spec.parallel
-        parallel = {
-            k: v for k, v in p.model_dump(mode="json").items() if k not in _SCHEDULING_FIELDS
-        }
+        parallel = sorted((k, v) for k, v in p.__dict__.items() if k not in _SCHEDULING_FIELDS)
         sharded = (p.dp or 1) * p.cp > 1
         forward_gather = zero_stage == 2 and profile.sharding.zero2_param_gather == "forward"
-        parallel["param_gathers"] = sharded and (
+        gathers = sharded and (
             "all" if zero_stage == 3 else "first_forward" if forward_gather else ""
         )
-        ops = json.dumps(parallel, sort_keys=True)
-        return f"{self._dump(spec.model)}|{ops}|{self._dump(spec.training)}"
+        return f"{self._dump(spec.model)}|{parallel!r}|{gathers!r}|{self._dump(spec.training)}"
 
     def _dump(self, section: Any) -> str:
         """A spec section as canonical JSON, once per section object.
