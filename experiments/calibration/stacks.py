@@ -15,7 +15,8 @@ fitted, and not written as validation cases, since its hardware is not in the ca
 
 ``--report`` simulates every row and prints fit and held-out error tables (MAPE, max, mean
 signed) on throughput; ``--trend`` prints the scaling trend of every FULL_SHARD series
-(:func:`trend_table`); ``--write-suites`` writes the held-out rows as validation cases into
+(:func:`trend_table`; with ``--rows`` also how each end of a series was run and its
+error); ``--write-suites`` writes the held-out rows as validation cases into
 ``experiments/validation/<suite>/`` (``simtrain validate`` then checks them). The measured
 MFU of a row and its measured tokens/s differ by the source's FLOP convention only (a
 constant per row), so their relative errors are the same; the cases compare tokens/s.
@@ -50,6 +51,7 @@ import yaml
 
 from experiments.calibration.reference import reference_dir
 from simtrain.api import simulate
+from simtrain.catalog import get_accelerator
 from simtrain.specs.experiment import ExperimentSpec
 from simtrain.specs.loader import experiment_from_dict
 
@@ -370,7 +372,9 @@ def torchtitan_h100_rows(text: str) -> list[Row]:
         key, model, gpus, tp, local, ac, tps, compiled, float8=False, async_tp=False
     ):  # fmt: skip
         dp = gpus // tp
-        training: dict[str, Any] = {"framework": "torchtitan"}
+        # the June-2025 benchmark ran a 2025 torchtitan (its loss compiled with the blocks)
+        framework = "torchtitan-2025" if key.startswith("2025") else "torchtitan"
+        training: dict[str, Any] = {"framework": framework}
         if compiled:
             training["execution_mode"] = "compiled"
         if float8:
@@ -488,6 +492,161 @@ def torchtitan_h100_rows(text: str) -> list[Row]:
     ]
 
 
+GPT3_SHAPES = {"1.3B": (24, 2048), "2.7B": (32, 2560)}
+"""Layers and hidden size of the GPT-3 paper's 1.3B and 2.7B models (Brown et al. 2020,
+Table 2.1), the two models of FlashAttention-2's Table 1 (§D1)."""
+FLASH_COLUMNS = {"FlashAttention": "flash1", "FlashAttention-2": "flash"}
+"""Table 1 columns of §D1 that simtrain models, and their attention kernel. The first column
+("No FlashAttention", PyTorch's standard attention) is not a validation row: simtrain's
+``unfused`` is Megatron's fused-softmax path, not PyTorch's chain of full-score kernels."""
+
+
+def flash_attention_rows(text: str) -> list[Row]:
+    """FlashAttention-2's end-to-end GPT training table (§D1, paper Table 1): a check held out
+    as a whole, never fitted on.
+
+    8 A100-80GB, GPT3-1.3B and 2.7B at 2K and 8K context, TF/s per GPU with FlashAttention
+    (v1) and FlashAttention-2, from the paper's formula 6·seq·params + 12·layers·hidden·seq²
+    per sequence; the measured tokens/s per GPU below divide by that formula, and so does the
+    comparison, so the parameter count cancels. Labelled assumptions, the same for every row
+    (the table states none of them): GPT-3 shapes with 128-wide heads (the benchmarks' head
+    dimension), GELU MLP of 4·h, LayerNorm, biases, rotary positions, vocabulary 50,257 padded
+    to 50,304, no dropout; one node, 16K tokens per GPU per step (the kernel benchmarks'
+    batch x sequence), no activation recomputation, AMP's fp32 gradient reduction, fused
+    kernels elsewhere (the profile's default); optimizer states and gradients sharded over
+    the 8 GPUs (``pytorch-fsdp1`` at ZeRO-2; the flash-attention repository's recipes use
+    apex's distributed fused Adam), because with replicated states (ZeRO-0) the 2.7B model
+    would not fit in 80 GB (simtrain: 99 GB, and these runs ran). Across 8K-32K tokens per
+    GPU, ZeRO-0 to 3 and learned positions the predictions move by -6 to +3 %.
+    """
+    section = text.split("### D1.", 1)[1].split("### D2.", 1)[0]
+    table = section.split("**End-to-end GPT training", 1)[1]
+    header = next(ln for ln in table.splitlines() if ln.startswith("| Model"))
+    columns = [c.strip() for c in header.strip("|").split("|")]
+    rows = []
+    for line in table.splitlines():
+        match = re.match(r"\| GPT3-([\d.]+B), (\d+)k context \|", line)
+        if not match:
+            continue
+        model, seq = match.group(1), int(match.group(2)) * 1024
+        layers, hidden = GPT3_SHAPES[model]
+        vocab = 50304
+        params = 12 * layers * hidden**2 + vocab * hidden
+        flops_per_token = 6 * params + 12 * layers * hidden * seq
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        for column, value in zip(columns[1:], cells[1:], strict=True):
+            kernel = FLASH_COLUMNS.get(column)
+            if kernel is None:
+                continue
+            tflops = float(value.split()[0])
+            key = f"A100 80GB|gpt3-{model.lower()}|seq{seq}|8gpu|{kernel}"
+            spec = {
+                "name": f"flashattention2-{key}",
+                "model": {
+                    "name": f"gpt3-{model.lower()}",
+                    "num_layers": layers,
+                    "hidden_size": hidden,
+                    "num_heads": hidden // 128,
+                    "vocab_size": vocab,
+                    "seq_length": seq,
+                    "activation": "gelu",
+                    "norm": "layernorm",
+                    "use_bias": True,
+                    "position_embedding": "rope",
+                    "dropout": False,
+                },
+                "parallel": {
+                    "micro_batch_size": 16384 // seq,
+                    "global_batch_size": 8 * 16384 // seq,
+                    "zero_stage": 2,
+                    "recompute": "none",
+                },
+                "cluster": {"accelerator": "A100-80GB", "num_gpus": 8, "gpus_per_node": 8},
+                "training": {
+                    "framework": "pytorch-fsdp1",
+                    "dtype": "bf16",
+                    "grad_reduce_dtype": "fp32",
+                    "attention_kernel": kernel,
+                },
+            }
+            rows.append(
+                Row(
+                    "flashattention2",
+                    key,
+                    spec,
+                    tflops * 1e12 / flops_per_token,
+                    tflops / 312,
+                    "Dao 2023, FlashAttention-2 (arXiv:2307.08691) Table 1; "
+                    "shared/reference/calibration-stacks.md §D1",
+                    declared_held_out=True,
+                )
+            )
+    return rows
+
+
+H200_RUNS = ((4, 10938.0, 47.96), (8, 10753.0, 46.97))
+"""torchtitan's June-2025 H200 runs (§C2d, Trainy on WhiteFiber): nodes of 8 H200, tokens/s
+per GPU and peak memory (GiB reserved) at step 100. Llama 3.1 8B, 1-D FSDP, torch.compile,
+Float8 with FSDP float8 all-gathers, local batch 2, 400 Gb/s per GPU."""
+
+
+def h200_spec(nodes: int) -> dict[str, Any]:
+    """The experiment of one H200 run (:data:`H200_RUNS`).
+
+    Labelled assumptions, the same for both runs: sequence 8,192 and the 8B preset's
+    per-operator activation checkpointing (torchtitan's ``llama3_8b.toml``; the benchmark
+    states neither), ``dtype: fp8`` with the ``current`` (dynamic tensorwise) recipe, RoCE
+    at 400 Gb/s per GPU (the benchmark's CX-7), and the ``torchtitan-2025`` profile.
+    """
+    gpus = 8 * nodes
+    return {
+        "name": f"torchtitan-h200-8b-fsdp{gpus}-compile-float8",
+        "model": llama_model("Llama 3 8B"),
+        "parallel": {
+            "micro_batch_size": 2,
+            "global_batch_size": 2 * gpus,
+            "zero_stage": 3,
+            **TORCHTITAN_RECOMPUTE["selective"],
+        },
+        "cluster": {
+            "accelerator": "H200",
+            "num_gpus": gpus,
+            "gpus_per_node": 8,
+            "scale_out_link": "roce-400g",
+            "nics_per_node": 8,
+        },
+        "training": {
+            "framework": "torchtitan-2025",
+            "execution_mode": "compiled",
+            "dtype": "fp8",
+            "fp8_recipe": "current",
+        },
+    }
+
+
+def torchtitan_h200_rows(text: str) -> list[Row]:
+    """torchtitan's June-2025 H200 runs (§C2d): held out as a whole, never fitted on.
+
+    A standard part of the catalog (H200 SXM, 700 W), unlike the 500 W H100 of the other
+    torchtitan H100 runs, so the set checks the Hopper constants and the torchtitan profile
+    together.
+    """
+    del text  # transcribed in H200_RUNS from the same file's §C2(d)
+    return [
+        Row(
+            "torchtitan-h200",
+            f"8b-fsdp{8 * nodes}-compile-float8",
+            h200_spec(nodes),
+            tps,
+            0.0,
+            "pytorch/torchtitan benchmarks/llama3-8b_h200_202506_trainy-whitefiber.md; "
+            "shared/reference/calibration-stacks.md §C2(d)",
+            declared_held_out=True,
+        )
+        for nodes, tps, _ in H200_RUNS
+    ]
+
+
 @dataclass(frozen=True)
 class MemoryRow:
     """A run whose peak memory the source reports (torchtitan: GiB reserved)."""
@@ -512,7 +671,7 @@ def torchtitan_memory_rows() -> list[MemoryRow]:
     schedule), so 32 sequences make 8 microbatches of 4 (1F1B) or 16 of 2 (interleaved); see
     docs/references/frameworks.md §torchtitan. Context-parallel rows (tables 2, 6): FSDP
     shards over FSDP x CP (8 ranks in every row), each rank holds seq / cp tokens of a
-    sequence. The H200 runs (§C2d) are left out: their activation checkpointing is not stated.
+    sequence. The H200 runs (§C2d) come last, with the assumptions of :func:`h200_spec`.
     """
     h100 = {"accelerator": "H100-SXM", "gpus_per_node": 8, "scale_out_link": "roce-400g"}
 
@@ -608,6 +767,15 @@ def torchtitan_memory_rows() -> list[MemoryRow]:
             )
             for cp, gib in ((1, 75.3), (2, 75.9), (4, 77.1), (8, 84.9))
         ),
+        *(
+            MemoryRow(
+                f"h200-8b-fsdp{8 * nodes}-compile-float8",
+                h200_spec(nodes),
+                gib,
+                get_accelerator("H200").hbm_capacity_bytes / 2**30,
+            )
+            for nodes, _, gib in H200_RUNS
+        ),
     ]
 
 
@@ -616,6 +784,8 @@ SUITES: dict[str, Callable[[str], list[Row]]] = {
     "ibm-fsdp": ibm_rows,
     "torchtitan": torchtitan_rows,
     "torchtitan-h100": torchtitan_h100_rows,
+    "torchtitan-h200": torchtitan_h200_rows,
+    "flashattention2": flash_attention_rows,
 }
 CHECK_ONLY = frozenset({"torchtitan-h100"})
 """Suites reported but not written as validation cases: their hardware is not in the catalog."""
@@ -665,8 +835,9 @@ def write_suite(suite: str, rows: list[Row]) -> int:
                 "tolerance": 0.15,
                 "source": row.source,
                 "note": (
-                    f"held-out row (experiments/calibration/stacks.py split); measured MFU "
-                    f"{row.mfu:.4f}, {row.tokens_per_s_per_gpu:g} tokens/s per GPU"
+                    "held-out row (experiments/calibration/stacks.py split); measured "
+                    + (f"MFU {row.mfu:.4f}, " if row.mfu else "")
+                    + f"{row.tokens_per_s_per_gpu:g} tokens/s per GPU"
                 ),
             },
         }
@@ -708,6 +879,7 @@ def trend_table(rows: list[Row], predicted: dict[str, float]) -> list[dict[str, 
             {
                 "series": "|".join(key),
                 "gpus": [r.spec_dict["cluster"]["num_gpus"] for r in (first, last)],
+                "rows": [first.key, last.key],
                 "measured": measured,
                 "simulated": simulated,
                 "meets": meets,
@@ -716,15 +888,28 @@ def trend_table(rows: list[Row], predicted: dict[str, float]) -> list[dict[str, 
     return table
 
 
+def trend_row(row: Row, predicted: float) -> str:
+    """One end of a trend series: its run (micro-batch, accumulation, checkpointing), its
+    measured MFU and the simulated throughput's error."""
+    p = row.spec_dict["parallel"]
+    gpus = row.spec_dict["cluster"]["num_gpus"]
+    accumulation = p["global_batch_size"] // (p["micro_batch_size"] * gpus)
+    return (
+        f"{gpus:4d} GPUs  micro-batch {p['micro_batch_size']:3d} x {accumulation:2d}  "
+        f"recompute {p['recompute']:4s}  measured MFU {row.mfu:6.2%}  "
+        f"error {predicted / row.tokens_per_s_per_gpu - 1:+6.1%}"
+    )
+
+
 def memory_fit_rows(rows: list[MemoryRow]) -> list[MemoryRow]:
     """Declared scope of the allocator fit: the 1-D FSDP runs, fit part of the split.
 
     The FSDP x TP and FSDP x TP x PP runs are left out of the fit (and reported): they test
     the stack mechanisms of the framework profile (FP8 all-gathers, DTensor TP's gathered
     inputs, the vocabulary-parallel loss, FSDP2's unsharded gradients under pipelining), which
-    come from documentation, not from a fit.
+    come from documentation, not from a fit. The H200 runs are held out as a whole.
     """
-    one_d = [r for r in rows if "tp" not in r.key and "-cp" not in r.key]
+    one_d = [r for r in rows if "tp" not in r.key and "-cp" not in r.key and r.key.startswith("8b")]
     return [r for r in one_d if not held_out(r.key)]
 
 
@@ -823,7 +1008,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", action="store_true", help="simulate and print errors")
     parser.add_argument("--write-suites", action="store_true", help="write held-out cases")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument("--rows", action="store_true", help="with --report: every row")
+    parser.add_argument(
+        "--rows", action="store_true", help="with --report: every row; with --trend: both ends"
+    )
     parser.add_argument("--trend", action="store_true", help="FULL_SHARD scaling trends")
     parser.add_argument(
         "--async-tp", action="store_true", help="async-TP speed-ups, measured and simulated"
@@ -846,12 +1033,16 @@ def main(argv: list[str] | None = None) -> int:
         predicted = {row.key: predict(row) for row in rows}
         if args.trend:
             trends = trend_table(rows, predicted)
+            by_key = {row.key: row for row in rows}
             for tr in trends:
                 print(
                     f"{suite:12s} {tr['series']:40s} {tr['gpus'][0]:4d} -> {tr['gpus'][1]:4d}  "
                     f"measured {tr['measured']:+6.1%}  simulated {tr['simulated']:+6.1%}  "
                     f"{'meets' if tr['meets'] else 'misses'}"
                 )
+                if args.rows:  # which end of the series is off, and how it was run
+                    for key in tr["rows"]:
+                        print(f"{'':12s}   {trend_row(by_key[key], predicted[key])}")
             if trends:
                 met = sum(tr["meets"] for tr in trends)
                 print(f"{suite:12s} trend met on {met} of {len(trends)} FULL_SHARD series")

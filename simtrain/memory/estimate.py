@@ -178,11 +178,12 @@ def _activations(
     if last in stages:
         # what the stack's loss keeps per logit at its peak (Korthikanti §4: 4 bytes, fp32
         # logits); a vocabulary split over TP runs the stack's vocabulary-parallel loss
-        per_logit = (
-            habits.vocab_parallel_logits_bytes_per_element
-            if t > 1
-            else habits.logits_bytes_per_element
-        )
+        if t > 1:
+            per_logit = habits.vocab_parallel_logits_bytes_per_element
+        elif compiles_loss(spec):
+            per_logit = COMPILED_LOSS_BYTES_PER_LOGIT
+        else:
+            per_logit = habits.logits_bytes_per_element
         logits = per_logit * _logits(spec, stage)
         # what the final norm keeps of its input and the LM head's input (whole when the
         # stack gathers it)
@@ -211,6 +212,20 @@ def _keeps_last_outputs(spec: ExperimentSpec) -> bool:
     """Whether the pipeline engine keeps the last stage's outputs (the logits) for the step."""
     habits = get_framework(spec.training.framework).memory
     return spec.parallel.pp > 1 and habits.pipeline_keeps_last_outputs
+
+
+COMPILED_LOSS_BYTES_PER_LOGIT = 2 * ACT_BYTES
+"""Bytes per logit a compiled cross-entropy holds at its peak: the 16-bit logits and their
+16-bit gradient, written by the backward's generated kernel before the logits are freed
+(no fp32 upcast is materialised; docs/references/frameworks.md §Compiled loss)."""
+
+
+def compiles_loss(spec: ExperimentSpec) -> bool:
+    """Whether the experiment's loss runs compiled (the stack compiles it with its blocks)."""
+    return (
+        spec.training.execution_mode == "compiled"
+        and get_framework(spec.training.framework).compiles_loss
+    )
 
 
 def _logits(spec: ExperimentSpec, stage: int) -> float:
@@ -360,8 +375,12 @@ def estimate_stage_memory(
     activations, chunk, inflight = _activations(spec, stage, actions)
     buffers = _buffers(spec, stage, actions)
     habits = get_framework(spec.training.framework).memory
-    # a kept 16-bit logits tensor is never freed into the cache: it is counted live instead
-    cached = 0.0 if _keeps_last_outputs(spec) else habits.loss_cached_bytes_per_element
+    # a kept 16-bit logits tensor is never freed into the cache: it is counted live instead;
+    # a compiled loss frees no 16-bit block before allocating larger fp32 ones
+    if _keeps_last_outputs(spec) or (spec.parallel.tp == 1 and compiles_loss(spec)):
+        cached = 0.0
+    else:
+        cached = habits.loss_cached_bytes_per_element
     loss_cache = cached * _logits(spec, stage)
     _one_phase_at_a_time(spec, activations, buffers, loss_cache)
     transient = sum(activations.values()) + sum(buffers.values())

@@ -468,11 +468,15 @@ def eager_modules(spec: ExperimentSpec) -> EagerModules:
 
     Under a profile with ``eager_modules``, all of them run eagerly, unless the experiment is
     compiled: torch.compile then fuses each transformer block, and the final norm and the
-    loss, outside the blocks, stay eager (docs/references/frameworks.md §Eager modules).
+    loss, outside the blocks, stay eager (docs/references/frameworks.md §Eager modules); a
+    stack that compiles its loss too leaves only the final norm eager (§Compiled loss).
     """
-    if not get_framework(spec.training.framework).eager_modules:
+    profile = get_framework(spec.training.framework)
+    if not profile.eager_modules:
         return "none"
-    return "head" if spec.training.execution_mode == "compiled" else "all"
+    if spec.training.execution_mode != "compiled":
+        return "all"
+    return "norm" if profile.compiles_loss else "head"
 
 
 def p2p_op(spec: ExperimentSpec) -> Op:

@@ -253,6 +253,11 @@ class FrameworkProfile(Spec):
     HBM cost time. Under ``execution_mode: compiled`` the transformer blocks are fused and
     only the final norm and the loss (outside the compiled blocks) stay eager. False: fused
     kernels (Transformer Engine, Apex, Megatron's fused ops, XLA)."""
+    compiles_loss: bool
+    """Under ``execution_mode: compiled`` the stack compiles its loss function too (torchtitan
+    from 2025): the cross-entropy on upcast logits becomes generated kernels that read the
+    16-bit logits and write their 16-bit gradient, so no fp32 copy of the logits is kept.
+    False: the loss stays outside what is compiled (torchtitan 2024: eager, fp32 logits)."""
     tp_fp8_all_gather: bool
     """Under FP8 training with per-tensor current scaling, the tensor-parallel all-gathers
     move the 8-bit copy of their input, cast before gathering (torchao's Float8 tensor

@@ -29,6 +29,8 @@ gradient sum               x feeds wq, wk and wv (two adds), and w1 and w3 (one 
                            each add reads two 16-bit gradients and writes one
 cross-entropy forward      logits to fp32 2+4, log-softmax 4+4 (per logit)              14
   backward                 nll_loss zeros 4, log-softmax backward 4+4+4, to bf16 4+2    22
+  compiled, forward        16-bit logits read for the maximum and the exponentials' sum  4
+  compiled, backward       16-bit logits read, 16-bit gradient written                   4
 =========================  ==========================================================  =====
 
 The fused equivalents simtrain charges otherwise (:mod:`simtrain.workload.transformer`,
@@ -40,9 +42,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-EagerModules = Literal["none", "head", "all"]
-"""Which modules run eagerly: none (fused kernels), head (the final norm and the loss only:
-torch.compile per transformer block leaves them outside) or all."""
+EagerModules = Literal["none", "norm", "head", "all"]
+"""Which modules run eagerly: none (fused kernels), norm (the final norm only: torch.compile
+per transformer block and a compiled loss), head (the final norm and the loss: compiled
+blocks, eager loss) or all."""
 
 RMSNORM_FWD_BYTES = 36
 """Bytes per element of an eager RMSNorm forward (see the module table)."""
@@ -60,6 +63,12 @@ CROSS_ENTROPY_FWD_BYTES = 14
 """Bytes per logit of the fp32 cross-entropy forward."""
 CROSS_ENTROPY_BWD_BYTES = 22
 """Bytes per logit of its backward."""
+COMPILED_CROSS_ENTROPY_FWD_BYTES = 4
+"""Bytes per logit of a compiled cross-entropy forward (``torch.compile`` of the same
+function): the 16-bit logits read twice, for the row maximum and the sum of exponentials,
+the upcast fused into both reads (assumed: two reduction passes)."""
+COMPILED_CROSS_ENTROPY_BWD_BYTES = 4
+"""Bytes per logit of its backward: the 16-bit logits read, their 16-bit gradient written."""
 
 
 def kv_expand_bytes(tokens: int, q_width: int, kv_width: int) -> float:

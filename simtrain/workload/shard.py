@@ -38,8 +38,8 @@ class Shard:
         dispatcher: how MoE tokens reach their experts, ``alltoall`` or ``deepep``.
         ep_nodes: nodes an expert-parallel group spans (for the two-hop dispatch).
         eager: which modules run as eager PyTorch kernel chains (``workload.eager``):
-            none, the final norm and loss (``head``), or every norm, rotary embedding,
-            gated activation and loss (``all``).
+            none, the final norm (``norm``), the final norm and loss (``head``), or every
+            norm, rotary embedding, gated activation and loss (``all``).
     """
 
     micro_batch_size: int

@@ -392,19 +392,22 @@ def head_ops(model: ModelSpec, shard: Shard) -> tuple[Op, ...]:
     layer = model.num_layers  # the head comes after the last transformer layer
     act = tok.full * h * ACT_BYTES
     head = high_precision_linear("lm_head", tok.full, h, vocab, shard, layer, ACT_BYTES)
-    eager_head = shard.eager != "none"
-    norm_f, norm_b = norm_bytes(model, tok.local * h, eager_head)
+    norm_f, norm_b = norm_bytes(model, tok.local * h, shard.eager != "none")
     ops: list[Op] = [_norm("final_norm", "fwd", norm_f, layer)]
     if t > 1 and shard.sp:
         ops.append(tp_comm("head_all_gather", "all_gather", "fwd", act, layer))
     # fp32 logits: written by the GEMM epilogue, read twice and written once by the loss;
-    # eager: the 16-bit logits upcast, then log-softmax and nll_loss (workload.eager).
+    # eager: the 16-bit logits upcast, then log-softmax and nll_loss; compiled: generated
+    # kernels on the 16-bit logits (workload.eager).
     logits = tok.full * vocab
-    loss_fwd, loss_bwd = (
-        (logits * eager.CROSS_ENTROPY_FWD_BYTES, logits * eager.CROSS_ENTROPY_BWD_BYTES)
-        if eager_head
-        else (logits * 4 * 3, logits * 4 * 3)
-    )
+    if shard.eager in ("head", "all"):
+        loss_fwd = logits * eager.CROSS_ENTROPY_FWD_BYTES
+        loss_bwd = logits * eager.CROSS_ENTROPY_BWD_BYTES
+    elif shard.eager == "norm":
+        loss_fwd = logits * eager.COMPILED_CROSS_ENTROPY_FWD_BYTES
+        loss_bwd = logits * eager.COMPILED_CROSS_ENTROPY_BWD_BYTES
+    else:
+        loss_fwd = loss_bwd = logits * 4 * 3
     ops += [
         *head.forward,
         memory_op("cross_entropy", "loss", "fwd", loss_fwd, layer),

@@ -15,7 +15,7 @@ from tests.conftest import ROOT, make_experiment
 
 QUICKSTART = str(ROOT / "experiments" / "quickstart.yaml")
 STACKS = {"megatron-lm-2021", "megatron-core", "nemo", "deepspeed", "pytorch-fsdp1"}
-STACKS |= {"pytorch-fsdp2", "torchtitan", "jax-xla", "llm-foundry"}
+STACKS |= {"pytorch-fsdp2", "torchtitan", "torchtitan-2025", "jax-xla", "llm-foundry"}
 
 
 def test_every_stack_has_a_profile_with_a_source_for_every_field():

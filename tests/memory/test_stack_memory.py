@@ -323,3 +323,27 @@ def test_fsdp2_materialises_a_units_gradients_before_reducing_them():
     assert first["buffers.dp_bucket"] == pytest.approx(piped.parallel.grad_bucket_size_bytes)
     megatron = estimate_memory(zero3(framework="megatron-core"), 80e9).breakdown_bytes
     assert "buffers.unit_grads" not in megatron
+
+
+def test_a_compiled_loss_keeps_16_bit_logits_and_their_gradient_only():
+    """torchtitan 2025 compiles the loss with the blocks: 4 bytes per logit at its peak (the
+    16-bit logits and gradient) and no cached block, where the 2024 stack's eager loss keeps
+    12 bytes (fp32 log-softmax and gradients) plus the freed 16-bit block; eager runs of
+    either stack keep the eager loss."""
+
+    def output_layer(framework: str, mode: str) -> tuple[float, float]:
+        spec = pipelined(
+            "parallel.pp=1", "parallel.tp=1", "parallel.sp=false",
+            "parallel.global_batch_size=16", f"training.execution_mode={mode}",
+            framework=framework,
+        )  # fmt: skip
+        items = estimate_memory(spec, 80e9).breakdown_bytes
+        return items["activations.output_layer"], items.get("overhead.loss_cache", 0.0)
+
+    m = pipelined().model
+    logits = m.seq_length * m.vocab_size  # micro-batch 1, tp = 1
+    eager_layer, eager_cache = output_layer("torchtitan", "compiled")
+    compiled_layer, compiled_cache = output_layer("torchtitan-2025", "compiled")
+    assert eager_layer - compiled_layer == pytest.approx((12 - 4) * logits)
+    assert eager_cache == pytest.approx(2 * logits) and compiled_cache == 0.0
+    assert output_layer("torchtitan-2025", "eager") == (eager_layer, eager_cache)

@@ -71,14 +71,18 @@ def test_no_key_value_copy_without_grouped_queries():
     assert "rope" in names and "repeat_kv" not in names
 
 
-@pytest.mark.parametrize(("mode", "norm", "loss"), [("none", 4, 12), ("head", 36, 14)])
-def test_final_norm_and_loss_bytes(mode, norm, loss):
+@pytest.mark.parametrize(
+    ("mode", "norm", "loss", "loss_bwd"),
+    [("none", 4, 12, 12), ("head", 36, 14, 22), ("norm", 36, 4, 4)],
+)
+def test_final_norm_and_loss_bytes(mode, norm, loss, loss_bwd):
+    """Fused loss on fp32 logits, eager loss on upcast logits, compiled loss on 16-bit ones."""
     spec = llama()
     ops = named(head_ops(spec.model, Shard(2, eager=mode)))
     logits = TOKENS * spec.model.vocab_size
     assert ops["final_norm"] == norm * TOKENS * H
     assert ops["cross_entropy"] == loss * logits
-    assert ops["cross_entropy_bwd"] == (22 if mode == "head" else 12) * logits
+    assert ops["cross_entropy_bwd"] == loss_bwd * logits
 
 
 def test_head_mode_keeps_the_blocks_fused():
@@ -93,7 +97,10 @@ def test_head_mode_keeps_the_blocks_fused():
     [
         ("torchtitan", "eager", "all"),
         ("torchtitan", "compiled", "head"),
+        ("torchtitan-2025", "eager", "all"),
+        ("torchtitan-2025", "compiled", "norm"),
         ("megatron-core", "eager", "none"),
+        ("megatron-core", "compiled", "none"),
         ("llm-foundry", "eager", "none"),
     ],
 )
