@@ -111,12 +111,20 @@ class ChunkSource:
         return body
 
     def plan(self, body: str, hooks: bool, layers: range) -> SegmentPlan:
-        """Segment plan of one body of a chunk holding ``layers`` (cached)."""
-        body = self.body(body, layers)
-        key = (body, hooks, layers.start, layers.stop)
-        plan = self._plans.get(key)
+        """Segment plan of one body of a chunk holding ``layers`` (cached).
+
+        Cached under the body asked for too, so that a first forward running the forward's
+        ops finds the forward's plan without looking at the ops again.
+        """
+        asked = (body, hooks, layers.start, layers.stop)
+        plan = self._plans.get(asked)
         if plan is None:
-            plan = self._plans[key] = segment_ops(getattr(self.ops(layers), body), hooks)
+            body = self.body(body, layers)
+            key = (body, hooks, layers.start, layers.stop)
+            plan = self._plans.get(key)
+            if plan is None:
+                plan = self._plans[key] = segment_ops(getattr(self.ops(layers), body), hooks)
+            self._plans[asked] = plan
         return plan
 
     def comm_keys(self, layers: range) -> tuple[CommKey, ...]:

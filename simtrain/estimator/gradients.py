@@ -210,6 +210,7 @@ class GradientReduction:
     _split: Callable[..., tuple[tuple[int, ...], tuple[int, ...]]]
     _collective_s: Callable[..., float]
     _follow: dict[tuple[Any, ...], tuple[tuple[Slot | PairSlot | None, ...], ...]]
+    _steps: dict[tuple[Any, ...], tuple[float, float]]
 
     def _grads(
         self,
@@ -236,7 +237,7 @@ class GradientReduction:
         (``following``: the action after each of ``actions``; :attr:`Gradients.trailing`),
         both walked by the engine's rule.
         """
-        spec, p = setup.spec, setup.spec.parallel
+        p = setup.spec.parallel
         rank, network, stage = setup.ranks[r], setup.network, setup.zero_stage
         sharding = setup.profile.sharding
         group = self._group(setup.layout, rank, setup.dp_axis, p)
@@ -307,21 +308,16 @@ class GradientReduction:
             inside_host.append(extra_host)
             trailing.append(after)
         factor = len(shard) if stage >= 1 else 1
-        step: tuple[Op, ...] = (optimizer_op(elements / factor, spec.training.optimizer),)
-        if fp8_elements:  # the FP8 weight copies are refreshed once per step
-            step += (weight_cast_op(fp8_elements, setup.fp8_recipe),)
         gather = 0.0
         gathers_after = stage == 1 or (
             stage == 2 and sharding.zero2_param_gather == "after_optimizer"
         )
         if gathers_after and len(shard) > 1:
             gather = self._collective_s(network, "all_gather", shard, elements * ACT_BYTES)
-        optimizer_s = setup.compute.task_time_s(step)
+        optimizer_s, optimizer_host_s = self._optimizer_step(
+            setup, elements / factor, fp8_elements, gather > 0
+        )
         slowed = any(inside) or any(inside_host)  # any reducing action's own buckets add time
-        optimizer_host_s = 0.0
-        if setup.host:
-            issue = setup.compute.host_time_s(step) + (gather > 0) * setup.per_collective_s
-            optimizer_host_s = readiness(issue, optimizer_s, len(step))
         return Gradients(
             actions=tuple(flushes),
             positions=tuple(positions),
@@ -334,6 +330,32 @@ class GradientReduction:
             inside_host=tuple(inside_host) if slowed else (),
             trailing=tuple(trailing) if any(x >= 0 for x in trailing) else (),
         )
+
+    def _optimizer_step(
+        self, setup: Setup, local_elements: float, fp8_elements: int, gathers: bool
+    ) -> tuple[float, float]:
+        """(seconds, host seconds before it can start) of a rank's optimizer step, cached.
+
+        The step updates ``local_elements`` parameters (and refreshes the FP8 weight copies
+        of ``fp8_elements``); with a host stream, its issue (and that of the parameter
+        gather after it, when ``gathers``) is ``readiness`` of the host's issue time. Ranks
+        and configurations with equal sizes on one compute model share it.
+        """
+        training = setup.spec.training
+        key = (id(setup.compute), local_elements, fp8_elements, gathers, training.optimizer,
+               setup.fp8_recipe, setup.host, setup.per_collective_s)  # fmt: skip
+        found = self._steps.get(key)
+        if found is None:
+            step: tuple[Op, ...] = (optimizer_op(local_elements, training.optimizer),)
+            if fp8_elements:  # the FP8 weight copies are refreshed once per step
+                step += (weight_cast_op(fp8_elements, setup.fp8_recipe),)
+            optimizer_s = setup.compute.task_time_s(step)
+            optimizer_host_s = 0.0
+            if setup.host:
+                issue = setup.compute.host_time_s(step) + gathers * setup.per_collective_s
+                optimizer_host_s = readiness(issue, optimizer_s, len(step))
+            found = self._steps[key] = (optimizer_s, optimizer_host_s)
+        return found
 
     def _reduction(
         self,

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 from simtrain.parallel.overlap import (
     SendKey,
@@ -33,9 +34,11 @@ from simtrain.parallel.overlap import (
 from simtrain.parallel.schedules import Action, split_backwards, stage_rank
 
 
-@dataclass(frozen=True)
-class Slot:
+class Slot(NamedTuple):
     """A kind of action: every action of one rank with the same timing and transfer.
+
+    A named tuple rather than a dataclass: slots key the estimator's per-configuration
+    caches, and a tuple hashes without a Python-level ``__hash__`` call.
 
     Attributes:
         rank: pipeline rank (its stage index in the pp group).

@@ -8,6 +8,7 @@ and hooks share; :class:`Paced` runs a compute model at the step's pace.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from simtrain.estimator.chunks import Chunk
@@ -30,6 +31,8 @@ class Context:
         signatures: (rank, chunk) -> (models key, groups by axis) of the chunk on the rank.
         reductions: (gradient key, reducing action, next action, bytes pending) -> its
             buckets (``Estimator._reduction``).
+        tables: schedule shape key -> its slots' rows and per-rank busy and waited sums
+            (``Estimator._table``).
     """
 
     chunks: list[Chunk]
@@ -37,6 +40,9 @@ class Context:
     grads: dict[tuple[Any, ...], Gradients] = field(default_factory=dict)
     signatures: dict[tuple[int, int], Any] = field(default_factory=dict)
     reductions: dict[tuple[Any, ...], tuple[Any, ...]] = field(default_factory=dict)
+    tables: dict[tuple[Any, ...], tuple[list[Any], tuple[float, ...], tuple[float, ...]]] = field(
+        default_factory=dict
+    )
 
 
 @dataclass(frozen=True)
@@ -86,12 +92,12 @@ class Setup:
     contended: bool = False
     blocking_sends: bool = False
 
-    @property
+    @cached_property
     def every_mb(self) -> bool:
         """The stack reduces sharded gradients after every microbatch's backward."""
         return self.zero_stage >= 2 and self.profile.sharding.reduce_every_microbatch
 
-    @property
+    @cached_property
     def bucket_stream(self) -> str | None:
         """The stream the gradient buckets share with the backward's parameter gathers.
 
@@ -103,12 +109,22 @@ class Setup:
             return f"{SHARD_AXIS}_comm"
         return None
 
-    @property
+    @cached_property
     def grad_key(self) -> tuple[Any, ...]:
-        """What a rank's gradient reduction depends on besides its actions and context."""
-        p = self.spec.parallel
-        return (self.zero_stage, p.grad_bucket_size_bytes, p.overlap_replica_grad_reduce,
-                self.spec.training.grad_reduce_dtype, self.bucket_stream)  # fmt: skip
+        """What a rank's gradient reduction depends on besides its actions and context.
+
+        The ZeRO stage enters only through what the reducer does with it (all-reduce or
+        reduce-scatter, per-unit buckets, buckets after every microbatch, the parameter
+        gather after the optimizer), so stages that reduce alike (ZeRO-1 and ZeRO-2 on a
+        stack that gathers after the optimizer and reduces once per step) share reductions.
+        """
+        p, stage = self.spec.parallel, self.zero_stage
+        gathers_after = stage == 1 or (
+            stage == 2 and self.profile.sharding.zero2_param_gather == "after_optimizer"
+        )
+        return (stage == 0, stage == 3, self.every_mb, gathers_after, p.grad_bucket_size_bytes,
+                p.overlap_replica_grad_reduce, self.spec.training.grad_reduce_dtype,
+                self.bucket_stream)  # fmt: skip
 
 
 def issues_from_host(compute: Any) -> bool:

@@ -119,6 +119,9 @@ class StepEstimate:
         return self.bubble_s / self.step_time_s if self.step_time_s > 0 else 0.0
 
 
+_UNKNOWN = object()
+"""Not in a cache whose values may be None."""
+
 FORWARDS = frozenset({"forward", "first_forward"})
 """Bodies of a forward action (its transfer leaves after its trailing collectives)."""
 
@@ -166,6 +169,7 @@ class Estimator(GradientReduction):
     _dumps: dict[int, tuple[Any, str]] = field(default_factory=dict)
     _contexts: dict[tuple[Any, ...], Context] = field(default_factory=dict)
     _bounds: dict[tuple[Any, ...], tuple[tuple[float, float], ...]] = field(default_factory=dict)
+    _steps: dict[tuple[Any, ...], tuple[float, float]] = field(default_factory=dict)
     stats: Counter[str] = field(default_factory=Counter)
     """Estimates ``extrapolated`` in the microbatch count, and ``not_linear`` (chained in
     full because the reduced counts were not linear yet)."""
@@ -304,14 +308,35 @@ class Estimator(GradientReduction):
 
     def _rows(self, setup: Setup, shape: ScheduleShape, chunks: list[Chunk]) -> list[Any]:
         """The rows of the shape's slots (:meth:`_slot`), cached in the setup's context."""
-        table = []
-        known = setup.context.slots
-        for slot in shape.slots:
-            row = known.get(slot)
-            if row is None:
-                row = known[slot] = self._slot(setup, slot, chunks)
-            table.append(row)
-        return table
+        return self._table(setup, shape, chunks)[0]
+
+    def _table(
+        self, setup: Setup, shape: ScheduleShape, chunks: list[Chunk]
+    ) -> tuple[list[Any], tuple[float, ...], tuple[float, ...]]:
+        """(rows, per-rank busy time, per-rank time waited inside actions) of a shape.
+
+        Cached per shape in the setup's context, which the configurations of one placement
+        and ops share (their ZeRO stages and schedules of one compiled shape): the sums
+        depend on the slots' timings alone (the gradient buckets' interference is added
+        to the rows' copies in :meth:`_chain`).
+        """
+        found = setup.context.tables.get(shape.key)
+        if found is None:
+            table = []
+            known = setup.context.slots
+            for slot in shape.slots:
+                row = known.get(slot)
+                if row is None:
+                    row = known[slot] = self._slot(setup, slot, chunks)
+                table.append(row)
+            num = len(setup.ranks)
+            busy, waited = [0.0] * num, [0.0] * num
+            for k, slot in enumerate(shape.slots):
+                timing = table[k][-1]
+                busy[slot.rank] += shape.slot_counts[k] * timing.busy_s
+                waited[slot.rank] += shape.slot_counts[k] * (timing.at(0.0)[0] - timing.busy_s)
+            found = setup.context.tables[shape.key] = (table, tuple(busy), tuple(waited))
+        return found
 
     # --- the chain of actions ---------------------------------------------------------
 
@@ -377,11 +402,8 @@ class Estimator(GradientReduction):
         elif chained is None:
             chained = self._chains[key] = chain_actions(shape, table, num, *rules)
         compute_free, hold, pp_free, marks, host_free = chained
-        busy, waited = [0.0] * num, [0.0] * num
-        for k, slot in enumerate(shape.slots):
-            timing = table[k][-1]
-            busy[slot.rank] += shape.slot_counts[k] * timing.busy_s
-            waited[slot.rank] += shape.slot_counts[k] * (timing.at(0.0)[0] - timing.busy_s)
+        _, summed_busy, summed_waited = setup.context.tables[shape.key]
+        busy, waited = list(summed_busy), list(summed_waited)
         step = 0.0
         for r, grads in enumerate(all_grads):
             last, opt_busy, opt_waited = grads.finish(
@@ -531,12 +553,15 @@ class Estimator(GradientReduction):
         reduces = slot.owns_grads or (setup.every_mb and slot.computes_grads)
         hooks = reduces and setup.hooks[slot.rank]
         models, groups = self._rank_signature(setup, slot.rank, slot.chunk, chunk)
-        body = chunk.source.body(slot.body, chunk.probe)
+        body = slot.body
+        if body == "first_forward":
+            body = chunk.source.body(body, chunk.probe)
         stream = setup.bucket_stream if buckets or incoming else None
         key = (id(chunk.source), len(chunk.layers), chunk.base, body, hooks, models, buckets,
                incoming, stream)  # fmt: skip
-        if key in self._timings:
-            return self._timings[key]
+        known = self._timings.get(key, _UNKNOWN)
+        if known is not _UNKNOWN:
+            return known  # type: ignore[return-value]
         compute, network = setup.compute, setup.network
 
         def comm_s(op: Op) -> float:
@@ -730,19 +755,18 @@ class Estimator(GradientReduction):
         """What a chunk's ops depend on: everything but scheduling and placement fields.
 
         The ZeRO stage matters only through the parameter gathers the builder inserts:
-        everywhere under ZeRO-3, in the first forward under FSDP's ZeRO-2.
+        everywhere under ZeRO-3, in the first forward under FSDP's ZeRO-2. The parallel
+        fields are read as validated (their ``repr``), not dumped: every configuration has
+        a section of its own, so this runs once per estimate.
         """
         p = spec.parallel
-        parallel = {
-            k: v for k, v in p.model_dump(mode="json").items() if k not in _SCHEDULING_FIELDS
-        }
+        parallel = sorted((k, v) for k, v in p.__dict__.items() if k not in _SCHEDULING_FIELDS)
         sharded = (p.dp or 1) * p.cp > 1
         forward_gather = zero_stage == 2 and profile.sharding.zero2_param_gather == "forward"
-        parallel["param_gathers"] = sharded and (
+        gathers = sharded and (
             "all" if zero_stage == 3 else "first_forward" if forward_gather else ""
         )
-        ops = json.dumps(parallel, sort_keys=True)
-        return f"{self._dump(spec.model)}|{ops}|{self._dump(spec.training)}"
+        return f"{self._dump(spec.model)}|{parallel!r}|{gathers!r}|{self._dump(spec.training)}"
 
     def _dump(self, section: Any) -> str:
         """A spec section as canonical JSON, once per section object.

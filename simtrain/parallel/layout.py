@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from itertools import product
 
 from simtrain.errors import SpecError
 from simtrain.specs.parallel import ParallelSpec
@@ -60,12 +59,16 @@ class _Grid:
         return sum(coords[a] * st for a, st in zip(self.axes, self.strides, strict=True))
 
     def _offsets(self, indices: list[int]) -> list[int]:
-        """Rank offsets of all coordinates along ``indices``, innermost axis fastest."""
-        ranges = [range(self.sizes[i]) for i in reversed(indices)]
-        return [
-            sum(c * self.strides[i] for c, i in zip(combo, reversed(indices), strict=True))
-            for combo in product(*ranges)
-        ]
+        """Rank offsets of all coordinates along ``indices``, innermost axis fastest.
+
+        Built axis by axis (each outer coordinate repeats the offsets of the axes inside
+        it), not summed per coordinate: a data-parallel group of a large job has thousands.
+        """
+        offsets = [0]
+        for i in indices:
+            stride = self.strides[i]
+            offsets = [o + c * stride for c in range(self.sizes[i]) for o in offsets]
+        return offsets
 
     def groups(self, axes: Iterable[str]) -> list[tuple[int, ...]]:
         inside = set(axes)

@@ -66,3 +66,42 @@ def test_reducing_actions_share_their_buckets_as_if_worked_out_afresh(framework,
         ((k, v) for k, v in context.grads.items() if (k[0][1], k[0][2]) == shape_key), key=repr
     )
     assert (found, grads) == _recomputed(spec)
+
+
+def _fields(estimate: Any) -> tuple[float, ...]:
+    """An estimate's times and action count (not its wall time)."""
+    return (estimate.step_time_s, estimate.compute_s, estimate.exposed_comm_s,
+            estimate.bubble_s, estimate.num_actions)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("framework", "schedules", "reducers"),
+    [
+        # Megatron-Core's ZeRO-1 and ZeRO-2 reduce alike (once per step, the parameters
+        # gathered after the optimizer): all-reduce (ZeRO-0) and reduce-scatter only
+        ("megatron-core", ("1f1b", "zb-h1"), 2),
+        # DeepSpeed runs bf16 ZeRO-0 as ZeRO-1, and its ZeRO-2 reduces after every
+        # microbatch: a reducer of its own
+        ("deepspeed", ("1f1b",), 2),
+    ],
+)
+def test_zero_stages_and_schedules_of_one_placement_estimate_as_if_alone(
+    framework, schedules, reducers
+):
+    # one estimator over the ZeRO stages and schedules of one placement: they share a
+    # context (its rows and per-rank sums), and the stages that reduce alike share
+    # gradient reductions and optimizer steps; each must come out as from a fresh estimator
+    shared = Estimator()
+    for schedule in schedules:
+        for zero_stage in (0, 1, 2):
+            parallel = {"pp": 2, "zero_stage": zero_stage, "global_batch_size": 64,
+                        "pipeline_schedule": schedule}  # fmt: skip
+            data = experiment_dict(
+                {**LLAMA_TINY, "num_layers": 8},
+                parallel=parallel,
+                training={"framework": framework},
+            )
+            spec = experiment_from_dict(data)
+            assert _fields(shared.estimate(spec)) == _fields(Estimator().estimate(spec))
+    keys = {key[2] for context in shared._contexts.values() for key in context.grads}
+    assert len(keys) == reducers
