@@ -243,15 +243,17 @@ class Estimator(GradientReduction):
             if not shape.paired and walked_bound(shape, rows, len(ranks)) > limit_s:
                 return None
         result = None
+        tried = False
         for warmup in warmups:
             fewer = reduced_microbatches(p.pp, m, warmup)
             if not fewer:
                 break
+            tried = True
             samples = [self._step(setup, name, count, chunks) for count in fewer]
             result = extend_samples(samples, fewer, m)
             if result is not None:
                 break
-        if fewer:
+        if tried:
             self.stats["extrapolated" if result is not None else "not_linear"] += 1
         if result is None:
             result = self._step(setup, name, m, chunks)

@@ -8,10 +8,11 @@ from collections import Counter
 import pytest
 
 from simtrain.estimator import Estimator
+from simtrain.specs.loader import experiment_from_dict, load_yaml_tree
 from simtrain.sweep.plan_search import PlanProblem, _best_of_size
 from simtrain.sweep.search import Stage1
 from simtrain.sweep.space import LayoutSpace
-from tests.conftest import GPT_TINY, LLAMA_TINY
+from tests.conftest import GPT_TINY, LLAMA_TINY, ROOT
 from tests.estimator.test_agreement import MOE_TINY, random_experiments
 
 
@@ -62,3 +63,32 @@ def test_an_estimate_is_skipped_only_when_it_exceeds_the_limit(model, seed):
             skipped += found is None
             assert found is None or found.step_time_s == step
     assert skipped > 0
+
+
+def test_a_layout_whose_reduced_counts_are_not_linear_is_chained_in_full_and_counted():
+    """Llama 3 8B, tp 1 pp 2 cp 2 dp 2, 64 microbatches of zb-h1: the first warm-up's reduced
+    counts are not linear yet and the next warm-up has none, so the step is chained in full
+    (it once was extrapolated below its bound) and counted as ``not_linear``."""
+    model = load_yaml_tree(ROOT / "workloads" / "llama3-8b.yaml")["model"]
+    spec = experiment_from_dict(
+        {
+            "name": "not-linear",
+            "model": model,
+            "parallel": {
+                "tp": 1,
+                "pp": 2,
+                "cp": 2,
+                "micro_batch_size": 1,
+                "global_batch_size": 128,
+                "zero_stage": 0,
+                "pipeline_schedule": "zb-h1",
+                "recompute": "full",
+            },
+            "cluster": {"accelerator": "H100-SXM", "num_gpus": 8, "gpus_per_node": 8},
+            "training": {"framework": "megatron-core"},
+        }
+    )
+    estimator = Estimator()
+    step = estimator.estimate(spec).step_time_s
+    assert estimator.stats == Counter({"not_linear": 1})
+    assert estimator.lower_bound(spec) <= step
