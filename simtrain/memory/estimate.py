@@ -53,7 +53,7 @@ from simtrain.parallel.schedules import Action
 from simtrain.parallel.stages import chunk_layers, recomputed_layers
 from simtrain.specs.experiment import ExperimentSpec
 from simtrain.specs.framework import GRAD_REDUCE_BYTES
-from simtrain.specs.framework_resolve import effective_zero_stage
+from simtrain.specs.framework_resolve import compiles_loss, effective_zero_stage
 from simtrain.workload.primitives import FP8_DTYPES
 
 
@@ -218,14 +218,6 @@ COMPILED_LOSS_BYTES_PER_LOGIT = 2 * ACT_BYTES
 """Bytes per logit a compiled cross-entropy holds at its peak: the 16-bit logits and their
 16-bit gradient, written by the backward's generated kernel before the logits are freed
 (no fp32 upcast is materialised; docs/references/frameworks.md §Compiled loss)."""
-
-
-def compiles_loss(spec: ExperimentSpec) -> bool:
-    """Whether the experiment's loss runs compiled (the stack compiles it with its blocks)."""
-    return (
-        spec.training.execution_mode == "compiled"
-        and get_framework(spec.training.framework).compiles_loss
-    )
 
 
 def _logits(spec: ExperimentSpec, stage: int) -> float:

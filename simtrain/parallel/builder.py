@@ -34,7 +34,7 @@ from simtrain.parallel.sharding import with_param_gathers
 from simtrain.parallel.stages import chunk_layers, recomputed_layers
 from simtrain.specs.experiment import ExperimentSpec
 from simtrain.specs.framework import GRAD_REDUCE_BYTES
-from simtrain.specs.framework_resolve import effective_zero_stage
+from simtrain.specs.framework_resolve import compiles_loss, effective_zero_stage
 from simtrain.workload.eager import EagerModules
 from simtrain.workload.linear import weight_cast_op
 from simtrain.workload.ops import Op
@@ -471,12 +471,11 @@ def eager_modules(spec: ExperimentSpec) -> EagerModules:
     loss, outside the blocks, stay eager (docs/references/frameworks.md §Eager modules); a
     stack that compiles its loss too leaves only the final norm eager (§Compiled loss).
     """
-    profile = get_framework(spec.training.framework)
-    if not profile.eager_modules:
+    if not get_framework(spec.training.framework).eager_modules:
         return "none"
     if spec.training.execution_mode != "compiled":
         return "all"
-    return "norm" if profile.compiles_loss else "head"
+    return "norm" if compiles_loss(spec) else "head"
 
 
 def p2p_op(spec: ExperimentSpec) -> Op:

@@ -191,3 +191,17 @@ def effective_zero_stage(spec: ExperimentSpec) -> int:
     if stage == 0 and profile.bf16_optimizer_shards_states and spec.training.dtype == "bf16":
         return 1
     return stage
+
+
+def compiles_loss(spec: ExperimentSpec) -> bool:
+    """Whether the experiment's loss runs compiled.
+
+    It does under ``execution_mode: compiled`` when the stack compiles its loss with the
+    blocks (profile ``compiles_loss``).
+    """
+    from simtrain.catalog.frameworks import get_framework
+
+    return (
+        spec.training.execution_mode == "compiled"
+        and get_framework(spec.training.framework).compiles_loss
+    )
