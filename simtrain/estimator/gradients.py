@@ -239,10 +239,9 @@ class GradientReduction:
         """
         p = setup.spec.parallel
         rank, network, stage = setup.ranks[r], setup.network, setup.zero_stage
-        sharding = setup.profile.sharding
         group = self._group(setup.layout, rank, setup.dp_axis, p)
         shard, replica = self._split(group, rank, p.zero_shard_group_size)
-        every_mb = stage >= 2 and sharding.reduce_every_microbatch
+        every_mb = setup.every_mb
         overlap_replica = p.overlap_replica_grad_reduce is not False
         durations: dict[float, Flush] = {}
         # seconds a bucket holds the stream it shares with the gathers (its reduce-scatter;
@@ -309,10 +308,7 @@ class GradientReduction:
             trailing.append(after)
         factor = len(shard) if stage >= 1 else 1
         gather = 0.0
-        gathers_after = stage == 1 or (
-            stage == 2 and sharding.zero2_param_gather == "after_optimizer"
-        )
-        if gathers_after and len(shard) > 1:
+        if setup.gathers_after_optimizer and len(shard) > 1:
             gather = self._collective_s(network, "all_gather", shard, elements * ACT_BYTES)
         optimizer_s, optimizer_host_s = self._optimizer_step(
             setup, elements / factor, fp8_elements, gather > 0

@@ -119,12 +119,21 @@ class Setup:
         stack that gathers after the optimizer and reduces once per step) share reductions.
         """
         p, stage = self.spec.parallel, self.zero_stage
-        gathers_after = stage == 1 or (
+        return (stage == 0, stage == 3, self.every_mb, self.gathers_after_optimizer,
+                p.grad_bucket_size_bytes, p.overlap_replica_grad_reduce,
+                self.spec.training.grad_reduce_dtype, self.bucket_stream)  # fmt: skip
+
+    @cached_property
+    def gathers_after_optimizer(self) -> bool:
+        """The updated parameters are all-gathered once after the optimizer step.
+
+        ZeRO-1 does; so does ZeRO-2 on a stack that does not gather them layer by layer in
+        the next forward.
+        """
+        stage = self.zero_stage
+        return stage == 1 or (
             stage == 2 and self.profile.sharding.zero2_param_gather == "after_optimizer"
         )
-        return (stage == 0, stage == 3, self.every_mb, gathers_after, p.grad_bucket_size_bytes,
-                p.overlap_replica_grad_reduce, self.spec.training.grad_reduce_dtype,
-                self.bucket_stream)  # fmt: skip
 
 
 def issues_from_host(compute: Any) -> bool:
