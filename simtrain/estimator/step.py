@@ -787,8 +787,8 @@ class Estimator(GradientReduction):
         """The plan's :class:`SegmentTimes` at the step's pace, once per plan and pace.
 
         The unpaced times are looked up once per plan and compute model, so that every
-        pace (cluster size) shares them; the walk scales device times by the pace (host
-        time is not paced).
+        pace (cluster size) shares them; they are scaled to the pace once per plan
+        (:meth:`SegmentTimes.at_pace`: host time is not paced).
         """
         key = (id(plan), id(compute))  # plans and models are cached: their ids are stable
         found = self._paced_times.get(key)
@@ -811,7 +811,7 @@ class Estimator(GradientReduction):
                 ),
             )
         times = base[1]
-        paced = SegmentTimes(times.compute_s, times.host_s, times.contended_s, compute.pace)
+        paced = times.at_pace(compute.pace)
         self._paced_times[key] = (plan, paced)
         return paced
 
