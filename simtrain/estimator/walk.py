@@ -43,7 +43,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from simtrain.engine.host import readiness
 from simtrain.parallel.segments import SegmentPlan
 from simtrain.workload.ops import Op
 
@@ -131,8 +130,8 @@ class SegmentTimes:
             interference.
         num_ops: ops of each segment (the host issues a task op by op: ``readiness``).
         ready_s: per compute task, the host seconds it waits for before it can start
-            (:func:`~simtrain.engine.host.readiness` of its host and device times); None
-            without a host stream.
+            (:func:`~simtrain.engine.host.readiness` of its host and device times), set by
+            :meth:`at_pace` (a walk with a host stream needs it).
     """
 
     compute_s: tuple[float, ...]
@@ -150,7 +149,10 @@ class SegmentTimes:
         per_collective_s: float = 0.0,
         contended_s: Callable[[tuple[Op, ...]], float] | None = None,
     ) -> SegmentTimes:
-        """The times of ``plan``'s segments (see :func:`walk` for the arguments), unpaced."""
+        """The times of ``plan``'s segments (see :func:`walk` for the arguments), unpaced.
+
+        With a host stream, walk them :meth:`at_pace` (which works out the host's readiness).
+        """
         segments = plan.segments
         compute, host, contended = [], [], []
         for position, seg in enumerate(segments):
@@ -172,22 +174,28 @@ class SegmentTimes:
             None if host_s is None else tuple(host),
             None if contended_s is None else tuple(contended),
             tuple(len(seg.ops) for seg in segments),
-        ).at_pace(1.0)
+        )
 
     def at_pace(self, pace: float) -> SegmentTimes:
         """These times with the device's multiplied by ``pace`` (the host's are not paced).
 
         The host's readiness before each task depends on the task's paced duration, so it
-        is worked out here, once per plan and pace, rather than in every walk.
+        is worked out here, once per plan and pace, rather than in every walk (which needs
+        it: times from :meth:`of` are walked at a pace, 1.0 for none).
         """
-        compute = tuple(seconds * pace for seconds in self.compute_s)
+        compute = tuple([seconds * pace for seconds in self.compute_s])
         contended = self.contended_s
         if contended is not None:
-            contended = tuple(seconds * pace for seconds in contended)
+            contended = tuple([seconds * pace for seconds in contended])
         ready = None
         if self.host_s is not None:
-            issue = zip(self.host_s, compute, self.num_ops, strict=True)
-            ready = tuple(readiness(h, d, n) for h, d, n in issue)
+            # readiness(h, d, n) of simtrain.engine.host, inlined: it runs for every task
+            ready = tuple(
+                [
+                    h / n + (n - 1) / n * (h - d if h - d > 0.0 else 0.0) if n > 0 else 0.0
+                    for h, d, n in zip(self.host_s, compute, self.num_ops, strict=True)
+                ]
+            )
         return SegmentTimes(compute, self.host_s, contended, self.num_ops, ready)
 
 
@@ -243,11 +251,11 @@ def walk(
     Args:
         plan: the action's segments.
         times: seconds of its compute tasks on the rank's device and host
-            (:class:`SegmentTimes`). The host issues each task's ops and, charged to the
-            task before them, its collectives. As in the engine, a compute task runs
-            ``contended/normal - 1`` longer per second of overlap with each collective in
-            flight (a collective of the action overlaps only the compute tasks after the
-            one that issues it).
+            (:class:`SegmentTimes`, at the step's pace: :meth:`SegmentTimes.at_pace`). The
+            host issues each task's ops and, charged to the task before them, its
+            collectives. As in the engine, a compute task runs ``contended/normal - 1``
+            longer per second of overlap with each collective in flight (a collective of
+            the action overlaps only the compute tasks after the one that issues it).
         comm_s: seconds of a collective op on this rank's group for the op's axis.
         buckets: (layer, seconds) of the gradient buckets the action issues, in order: each
             goes on the gradient stream once the last compute task holding its layer has
@@ -310,11 +318,11 @@ def walk(
             if wb > start_b:
                 start_b = wb
         duration = compute_s[position]
-        if ready_s is not None:
-            ready = host_clock + ready_s[position]
+        if host_s is not None:
+            ready = host_clock + ready_s[position]  # type: ignore[index]
             if ready > start_b:
                 start_b = ready
-            host_clock += host_s[position]  # type: ignore[index]
+            host_clock += host_s[position]
         busy += duration
         end_a, end_b = start_a + duration, start_b + duration
         if flights:
