@@ -20,7 +20,7 @@ so chunks of one size share them wherever they sit.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from simtrain.estimator.walk import ActionTiming
@@ -223,7 +223,7 @@ class Chunk:
             (layer - self.base if layer in whole else layer, end)
             for layer, end in timing.layer_end_s
         )
-        return replace(timing, layer_end_s=renamed)
+        return timing._replace(layer_end_s=renamed)
 
     def timing(self, body: str, hooks: bool, walker: Walker) -> ActionTiming:
         """Timing of one action of the whole chunk (see the module docstring)."""

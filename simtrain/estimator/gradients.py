@@ -11,9 +11,8 @@ optimizer step waits for the reduction, and ZeRO-1/2 stacks gather the parameter
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from itertools import repeat
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from simtrain.engine.host import readiness
 from simtrain.estimator.chain import Mark
@@ -41,9 +40,11 @@ UNKNOWN_NEXT = "unknown"
 """The next action of a reducing action when the rank's orders disagree (``Estimator._grads``)."""
 
 
-@dataclass(frozen=True)
-class Gradients:
-    """One rank's gradient reduction, optimizer step and parameter gather .
+class Gradients(NamedTuple):
+    """One rank's gradient reduction, optimizer step and parameter gather.
+
+    A named tuple rather than a dataclass: built once per rank of every configuration
+    whose reduction differs, without a Python-level ``__init__``.
 
     The buckets are fixed by sizes alone; :meth:`finish` places them in time, as the
     builder's ``_GradientReducer`` issues them on the rank's gradient streams.

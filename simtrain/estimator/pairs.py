@@ -451,9 +451,17 @@ def chain_steps(
         x = host - start
         j = recvs2[i]
         y = arrival[j] - start if j >= 0 else NO_HOST
-        end = _at(compute_end, start, x, y)
-        compute_free[r], hold[r] = end, _at(tail_end, start, x, y)
-        host_free[r] = _at(host_end, start, x, y)
+        # _at(t, start, x, y) inlined (max spelled out): this runs for every step
+        a, b, c = compute_end
+        b, c = x + b, y + c
+        end = start + (c if c > (b if b > a else a) else (b if b > a else a))
+        a, b, c = tail_end
+        b, c = x + b, y + c
+        compute_free[r] = end
+        hold[r] = start + (c if c > (b if b > a else a) else (b if b > a else a))
+        a, b, c = host_end
+        b, c = x + b, y + c
+        host_free[r] = start + (c if c > (b if b > a else a) else (b if b > a else a))
         for flow, ready, synced_inside in out:
             j = sends[i] if flow == 0 else sends2[i]
             t = max(_at(ready, start, x, y), pp_free[r] + p2p_s[flow])

@@ -656,7 +656,7 @@ class Estimator(GradientReduction):
             assert plain is not None
             probe = chunk.source.plan(body, hooks, range(chunk.base, chunk.base + SAMPLE_LAYERS[1]))
             delay = walker(probe).compute_end_s - walked(probe, (), (), None).compute_end_s
-            timing = replace(plain, compute_end_s=plain.compute_end_s + delay)
+            timing = plain._replace(compute_end_s=plain.compute_end_s + delay)
         self._timings[key] = timing
         return timing
 
@@ -685,9 +685,8 @@ class Estimator(GradientReduction):
         if found is None:
             keys = chunk.source.comm_keys(probe)
             per_node = setup.spec.cluster.gpus_per_node
-            groups = {
-                axis: self._group(setup.layout, rank, axis, p, per_node) for axis, _, _ in keys
-            }
+            axes = dict.fromkeys(axis for axis, _, _ in keys)  # a group per axis, not per op
+            groups = {axis: self._group(setup.layout, rank, axis, p, per_node) for axis in axes}
             signature = tuple(
                 self._collective_s(setup.network, kind, groups[axis], size)
                 for axis, kind, size in keys

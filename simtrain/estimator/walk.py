@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from simtrain.parallel.segments import SegmentPlan
 from simtrain.workload.ops import Op
@@ -60,9 +61,11 @@ def slowdown(busy_s: float, contended_busy_s: float) -> float:
     return contended_busy_s / busy_s - 1.0
 
 
-@dataclass(frozen=True)
-class ActionTiming:
+class ActionTiming(NamedTuple):
     """When the parts of one action end, relative to its start.
+
+    A named tuple rather than a dataclass: a search makes hundreds of thousands (every
+    walk and extrapolation), and a tuple is built without a Python-level ``__init__``.
 
     Attributes:
         compute_end_s: end of its last compute task.
