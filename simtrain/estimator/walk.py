@@ -208,37 +208,45 @@ _IDLE = (0.0, NO_HOST)
 
 def _owed(
     flights: list[tuple[float, float, float, float]],
-    side: int,
-    start: float,
-    stop: float,
+    start_a: float,
+    stop_a: float,
+    start_b: float,
+    stop_b: float,
     sigma: float,
-) -> float:
-    """Extra seconds a compute task running from ``start`` to ``stop`` owes ``flights``.
+) -> tuple[float, float]:
+    """Extra seconds a compute task owes ``flights``: (host never late, host setting the pace).
 
-    The engine's rule: those in flight when it starts slow it over its own duration; one
-    that starts while it runs slows it over the rest of its planned run (its duration and
-    what it owed at its start). A collective starting at the same instant starts after it
-    (the engine starts a stream's next task before the tasks woken by the same end).
-    ``side`` picks the (start, end) pair of each flight: 0 for the ``a`` times, 2 for the
-    ``b`` times. ``min`` is spelled out (``b if b < a else a``): this runs for every compute
-    task that overlaps a collective.
+    The ``b`` side (the host setting the pace) owes nothing while ``start_b`` is
+    :data:`NO_HOST`. The task runs from ``start`` to ``stop`` on each side. The engine's rule: the
+    collectives in flight when it starts slow it over its own duration; one that starts
+    while it runs slows it over the rest of its planned run (its duration and what it owed
+    at its start). A collective starting at the same instant starts after it (the engine
+    starts a stream's next task before the tasks woken by the same end). Both sides in one
+    pass over the flights, each summed in flight order; ``min`` spelled out (``b if b < a
+    else a``): this runs for every compute task that overlaps a collective.
     """
-    owed = 0.0
-    for flight in flights:
-        if flight[side] < start:
-            end = flight[side + 1]
-            overlap = (stop if stop < end else end) - start
+    on_b = start_b > NO_HOST / 2
+    owed_a = owed_b = 0.0
+    for begin_a, end_a, begin_b, end_b in flights:
+        if begin_a < start_a:
+            overlap = (stop_a if stop_a < end_a else end_a) - start_a
             if overlap > 0:
-                owed += sigma * overlap
-    planned = stop + owed
-    for flight in flights:
-        begin = flight[side]
-        if begin >= start:
-            end = flight[side + 1]
-            overlap = (planned if planned < end else end) - begin
+                owed_a += sigma * overlap
+        if on_b and begin_b < start_b:
+            overlap = (stop_b if stop_b < end_b else end_b) - start_b
             if overlap > 0:
-                owed += sigma * overlap
-    return owed
+                owed_b += sigma * overlap
+    planned_a, planned_b = stop_a + owed_a, stop_b + owed_b
+    for begin_a, end_a, begin_b, end_b in flights:
+        if begin_a >= start_a:
+            overlap = (planned_a if planned_a < end_a else end_a) - begin_a
+            if overlap > 0:
+                owed_a += sigma * overlap
+        if on_b and begin_b >= start_b:
+            overlap = (planned_b if planned_b < end_b else end_b) - begin_b
+            if overlap > 0:
+                owed_b += sigma * overlap
+    return owed_a, owed_b
 
 
 def walk(
@@ -336,9 +344,10 @@ def walk(
                 # the overlap when the host is never late (a), and when it sets the pace (b)
                 # compute starts never move back: collectives over by now stay over
                 flights = [f for f in flights if f[1] > start_a or f[3] > start_b]
-                end_a += _owed(flights, 0, start_a, end_a, sigma)
+                owed_a, owed_b = _owed(flights, start_a, end_a, start_b, end_b, sigma)
+                end_a += owed_a
                 if start_b > NO_HOST / 2:
-                    end_b += _owed(flights, 2, start_b, end_b, sigma)
+                    end_b += owed_b
         elif contention:
             contended_total += contended_s[position]  # type: ignore[index]
         if seg.layers:
