@@ -411,7 +411,9 @@ class Estimator(GradientReduction):
                     b, hb = max(b + extra, a + later), max(hb + extra_host, ha + later)
                     table[k] = (a, b, hop, ha, hb, *rest)
         rules = (setup.sync_on_p2p, setup.blocking_sends)
-        key = (shape.key, rules, tuple(row[:7] for row in table))
+        # the rows are the context's for the shape, slowed by ``inside`` and ``trail``: a
+        # key of those rather than of every row (contexts live as long as the estimator)
+        key = (id(setup.context), shape.key, rules, tuple(inside.items()), tuple(trail.items()))
         chained = self._chains.get(key)
         if chained is None and shape.paired:
             rows = [
