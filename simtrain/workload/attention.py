@@ -100,8 +100,15 @@ def _torch_softmax_ops(scores: int, layer: int) -> tuple[list[Op], list[Op]]:
     """
     forward = (("cast_fp32", 6), ("scale", 8), ("mask_fill", 9), ("softmax", 8), ("cast", 6))
     backward = (("cast_fp32", 6), ("softmax", 12), ("mask_fill", 9), ("scale", 8), ("cast", 6))
-    fwd = [_memory(f"torch_{name}", "fwd", per * scores, layer) for name, per in forward]
-    bwd = [_memory(f"torch_{name}_bwd", "bwd_input", per * scores, layer) for name, per in backward]
+
+    def op(name: str, phase: str, per: int) -> Op:
+        # masked_fill's (b, 1, s, s) mask is broadcast over the heads: ATen's generic
+        # elementwise kernel (Op.strided), forward and backward
+        strided = name.startswith("torch_mask_fill")
+        return memory_op(name, "elementwise", phase, per * scores, layer, strided=strided)
+
+    fwd = [op(f"torch_{name}", "fwd", per) for name, per in forward]
+    bwd = [op(f"torch_{name}_bwd", "bwd_input", per) for name, per in backward]
     return fwd, bwd
 
 

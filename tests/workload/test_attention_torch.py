@@ -56,3 +56,11 @@ def test_dropout_costs_five_bytes_per_score_each_way():
 def test_the_kernel_is_reachable_through_attention_core():
     fwd, _ = attention_core("torch", BH, S, S, D, 0.0, 0)
     assert any(op.name == "torch_causal_mask_add" for op in fwd)
+
+
+def test_megatrons_fallback_masks_with_the_generic_kernel_only():
+    """Megatron's softmax fallback masks in place with a (b, 1, s, s) mask broadcast over
+    the heads (and so does its backward); its casts, scale and softmax are contiguous."""
+    fwd, bwd = attention_core("unfused", 2, 1024, 1024, 64, 0.0, 0)
+    strided = sorted(op.name for op in fwd + bwd if op.strided)
+    assert strided == ["torch_mask_fill", "torch_mask_fill_bwd"]
