@@ -11,7 +11,8 @@ Device time, per op kind:
   (:mod:`simtrain.compute.attention_kernels`). Unfused attention is not an op of its own: the
   workload lists its batched GEMMs and softmax/dropout kernels.
 - **Everything else** (norms, activations, dropout, embedding, loss, optimizer) is
-  memory-bound: bytes at the calibrated fraction of HBM bandwidth.
+  memory-bound: bytes at the calibrated fraction of HBM bandwidth, and PyTorch's generic
+  kernel for non-contiguous (strided or broadcast) elementwise ops at a fraction of that.
 
 Each kernel also pays a fixed device-side cost (launch latency, prologue, tail). Host time is
 separate (:meth:`RooflineComputeModel.host_time_s`): the framework dispatches and launches every
@@ -29,7 +30,12 @@ from simtrain.compute.attention_kernels import attention_efficiency, executed_fr
 from simtrain.compute.calibration import calibration_for
 from simtrain.compute.gemm import gemm_time_s
 from simtrain.errors import SpecError
-from simtrain.specs.calibration import AttentionKernel, ComputeCalibration, ExecutionMode
+from simtrain.specs.calibration import (
+    UNFUSED_KERNELS,
+    AttentionKernel,
+    ComputeCalibration,
+    ExecutionMode,
+)
 from simtrain.specs.hardware import AcceleratorSpec
 from simtrain.workload.ops import Op
 
@@ -94,9 +100,10 @@ class RooflineComputeModel:
         self.dtype = dtype
         self.calibration = calibration or calibration_for(accelerator.name)
         cal = self.calibration
-        family = "flash" if attention_kernel == "unfused" else attention_kernel
+        # unfused kernels have no attention op of their own; the fused family is unused
+        family = "flash" if attention_kernel in UNFUSED_KERNELS else attention_kernel
         if family not in cal.attention:
-            known = ", ".join(["unfused", *cal.attention])
+            known = ", ".join([*sorted(UNFUSED_KERNELS), *cal.attention])
             raise SpecError(
                 f"'training.attention_kernel' must be a kernel {accelerator.name} runs "
                 f"(got {attention_kernel!r}; valid: {known})"
@@ -144,7 +151,7 @@ class RooflineComputeModel:
                 reserved_sms,
             )
         else:
-            key = ("m", op.bytes_accessed)
+            key = ("m", op.bytes_accessed, op.strided)
         cached = self._cache.get(key)
         if cached is not None:
             return cached
@@ -189,6 +196,8 @@ class RooflineComputeModel:
                 executed / (self.attention_peak_flops * share * eff),
                 op.bytes_accessed / self.memory_bytes_per_s,
             )
+        if op.strided:  # ATen's generic (non-vectorised) elementwise loop
+            return op.bytes_accessed / (self.memory_bytes_per_s * cal.strided_memory_fraction)
         return op.bytes_accessed / self.memory_bytes_per_s
 
     def task_time_s(self, ops: Sequence[Op], contended: bool = False) -> float:
