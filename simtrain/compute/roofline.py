@@ -17,8 +17,10 @@ Device time, per op kind:
 Each kernel also pays a fixed device-side cost (launch latency, prologue, tail). Host time is
 separate (:meth:`RooflineComputeModel.host_time_s`): the framework dispatches and launches every
 op from the CPU, at a cost that depends on the execution mode (eager PyTorch, CUDA graphs,
-compiled XLA). The engine runs it on a host stream that may run ahead of the device, so it only
-costs time when kernels are shorter than their issue (small per-GPU work).
+compiled XLA) and, in eager mode, on who issues it: the model's Python code (forward,
+recomputation, optimizer) or the autograd engine's C++ threads (backward). The engine runs it
+on a host stream that may run ahead of the device, so it only costs time when kernels are
+shorter than their issue (small per-GPU work).
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ from simtrain.specs.calibration import (
 )
 from simtrain.specs.hardware import AcceleratorSpec
 from simtrain.workload.ops import Op
+
+BACKWARD_PHASES = frozenset(("bwd_input", "bwd_weight"))
+"""Op phases the autograd engine issues (the backward graph), not the model's Python code."""
 
 
 class ComputeModel(Protocol):
@@ -211,6 +216,16 @@ class RooflineComputeModel:
         return sum(self.op_time_s(op, reserved) for op in ops)
 
     def host_time_s(self, ops: Sequence[Op]) -> float:
-        """Host seconds to issue ``ops``: a dispatch per kernel, more per collective."""
+        """Host seconds to issue ``ops``: a dispatch per kernel, more per collective.
+
+        Backward operators cost ``backward_per_kernel_s``: the autograd engine issues them
+        from C++, without the model's Python code that the forward and recomputation run.
+        """
         host = self.host
-        return sum(host.per_collective_s if op.is_comm else host.per_kernel_s for op in ops)
+        forward = host.per_kernel_s
+        backward = forward if host.backward_per_kernel_s is None else host.backward_per_kernel_s
+        collective = host.per_collective_s
+        return sum(
+            collective if op.is_comm else backward if op.phase in BACKWARD_PHASES else forward
+            for op in ops
+        )

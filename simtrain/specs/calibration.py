@@ -98,8 +98,16 @@ class HostCalibration(Spec):
     """
 
     per_kernel_s: float = bounded(ge=0, le=1e-2, why="10 ms per kernel is 100x eager PyTorch")
-    """Host time to dispatch and launch one operator of the program (framework dispatch,
-    autograd bookkeeping and the launch call; an operator may be a few framework kernels)."""
+    """Host time to dispatch and launch one operator of the forward pass, the recomputation
+    or the optimizer: the model's Python code runs for each (module calls, framework dispatch,
+    autograd bookkeeping, the launch call; an operator may be a few framework kernels)."""
+    backward_per_kernel_s: float | None = bounded(
+        None, ge=0, le=1e-2, why="10 ms per kernel is 100x eager PyTorch"
+    )
+    """Host time to issue one operator of the backward pass (input or weight gradient). The
+    backward graph runs on PyTorch's autograd engine, whose C++ threads issue each node's
+    kernels without running the model's Python code
+    (docs/references/frameworks.md §Host issue cost); None: the same as ``per_kernel_s``."""
     per_collective_s: float = bounded(
         ge=0, le=1e-2, why="10 ms per collective is 100x an eager issue"
     )
