@@ -42,8 +42,8 @@ def calibrate(
         str,
         typer.Option(
             "--attention-kernel",
-            help="Attention the profile ran: flash (FlashAttention-2), flash1, flash3, cudnn "
-            "or unfused.",
+            help="Attention the profile ran: flash (FlashAttention-2), flash1, flash3, cudnn, "
+            "unfused (Megatron) or torch (plain PyTorch).",
         ),
     ] = "flash",
     as_json: Annotated[bool, typer.Option("--json", help="Print the fit as JSON.")] = False,

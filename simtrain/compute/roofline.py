@@ -11,13 +11,16 @@ Device time, per op kind:
   (:mod:`simtrain.compute.attention_kernels`). Unfused attention is not an op of its own: the
   workload lists its batched GEMMs and softmax/dropout kernels.
 - **Everything else** (norms, activations, dropout, embedding, loss, optimizer) is
-  memory-bound: bytes at the calibrated fraction of HBM bandwidth.
+  memory-bound: bytes at the calibrated fraction of HBM bandwidth, and PyTorch's generic
+  kernel for non-contiguous (strided or broadcast) elementwise ops at a fraction of that.
 
 Each kernel also pays a fixed device-side cost (launch latency, prologue, tail). Host time is
 separate (:meth:`RooflineComputeModel.host_time_s`): the framework dispatches and launches every
 op from the CPU, at a cost that depends on the execution mode (eager PyTorch, CUDA graphs,
-compiled XLA). The engine runs it on a host stream that may run ahead of the device, so it only
-costs time when kernels are shorter than their issue (small per-GPU work).
+compiled XLA) and, in eager mode, on who issues it: the model's Python code (forward,
+recomputation, optimizer) or the autograd engine's C++ threads (backward). The engine runs it
+on a host stream that may run ahead of the device, so it only costs time when kernels are
+shorter than their issue (small per-GPU work).
 """
 
 from __future__ import annotations
@@ -29,9 +32,17 @@ from simtrain.compute.attention_kernels import attention_efficiency, executed_fr
 from simtrain.compute.calibration import calibration_for
 from simtrain.compute.gemm import gemm_time_s
 from simtrain.errors import SpecError
-from simtrain.specs.calibration import AttentionKernel, ComputeCalibration, ExecutionMode
+from simtrain.specs.calibration import (
+    UNFUSED_KERNELS,
+    AttentionKernel,
+    ComputeCalibration,
+    ExecutionMode,
+)
 from simtrain.specs.hardware import AcceleratorSpec
 from simtrain.workload.ops import Op
+
+BACKWARD_PHASES = frozenset(("bwd_input", "bwd_weight"))
+"""Op phases the autograd engine issues (the backward graph), not the model's Python code."""
 
 
 class ComputeModel(Protocol):
@@ -94,9 +105,10 @@ class RooflineComputeModel:
         self.dtype = dtype
         self.calibration = calibration or calibration_for(accelerator.name)
         cal = self.calibration
-        family = "flash" if attention_kernel == "unfused" else attention_kernel
+        # unfused kernels have no attention op of their own; the fused family is unused
+        family = "flash" if attention_kernel in UNFUSED_KERNELS else attention_kernel
         if family not in cal.attention:
-            known = ", ".join(["unfused", *cal.attention])
+            known = ", ".join([*sorted(UNFUSED_KERNELS), *cal.attention])
             raise SpecError(
                 f"'training.attention_kernel' must be a kernel {accelerator.name} runs "
                 f"(got {attention_kernel!r}; valid: {known})"
@@ -144,7 +156,7 @@ class RooflineComputeModel:
                 reserved_sms,
             )
         else:
-            key = ("m", op.bytes_accessed)
+            key = ("m", op.bytes_accessed, op.strided)
         cached = self._cache.get(key)
         if cached is not None:
             return cached
@@ -189,6 +201,8 @@ class RooflineComputeModel:
                 executed / (self.attention_peak_flops * share * eff),
                 op.bytes_accessed / self.memory_bytes_per_s,
             )
+        if op.strided:  # ATen's generic (non-vectorised) elementwise loop
+            return op.bytes_accessed / (self.memory_bytes_per_s * cal.strided_memory_fraction)
         return op.bytes_accessed / self.memory_bytes_per_s
 
     def task_time_s(self, ops: Sequence[Op], contended: bool = False) -> float:
@@ -202,6 +216,16 @@ class RooflineComputeModel:
         return sum(self.op_time_s(op, reserved) for op in ops)
 
     def host_time_s(self, ops: Sequence[Op]) -> float:
-        """Host seconds to issue ``ops``: a dispatch per kernel, more per collective."""
+        """Host seconds to issue ``ops``: a dispatch per kernel, more per collective.
+
+        Backward operators cost ``backward_per_kernel_s``: the autograd engine issues them
+        from C++, without the model's Python code that the forward and recomputation run.
+        """
         host = self.host
-        return sum(host.per_collective_s if op.is_comm else host.per_kernel_s for op in ops)
+        forward = host.per_kernel_s
+        backward = forward if host.backward_per_kernel_s is None else host.backward_per_kernel_s
+        collective = host.per_collective_s
+        return sum(
+            collective if op.is_comm else backward if op.phase in BACKWARD_PHASES else forward
+            for op in ops
+        )

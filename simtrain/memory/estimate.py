@@ -51,6 +51,7 @@ from simtrain.memory.model_states import (
 from simtrain.parallel.overlap import step_actions
 from simtrain.parallel.schedules import Action
 from simtrain.parallel.stages import chunk_layers, recomputed_layers
+from simtrain.specs.calibration import UNFUSED_KERNELS
 from simtrain.specs.experiment import ExperimentSpec
 from simtrain.specs.framework import GRAD_REDUCE_BYTES
 from simtrain.specs.framework_resolve import compiles_loss, effective_zero_stage
@@ -140,7 +141,7 @@ def _activations(
 ) -> tuple[dict[str, float], float, float]:
     m, p = spec.model, spec.parallel
     b, t = p.micro_batch_size, p.tp
-    flash = spec.training.attention_kernel != "unfused"
+    flash = spec.training.attention_kernel not in UNFUSED_KERNELS
     sp_div = t if p.sp and t > 1 else 1
     stages = rank_stages(p.pp, p.vpp, p.pipeline_schedule, stage)
     layers = rank_params(spec, stage).layers

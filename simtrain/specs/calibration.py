@@ -18,11 +18,15 @@ from simtrain.specs.base import Spec, bounded
 
 ExecutionMode = Literal["eager", "cuda_graphs", "compiled"]
 Provenance = Literal["fitted", "inherited", "assumed"]
-AttentionKernel = Literal["unfused", "flash", "flash1", "flash3", "cudnn"]
-"""Attention implementations: ``unfused`` (batched GEMMs + softmax/dropout kernels, the score
-matrix in HBM), ``flash`` (FlashAttention-2), ``flash1`` (FlashAttention v1, flash-attn 1.x),
-``flash3`` (FlashAttention-3, Hopper) and ``cudnn`` (cuDNN fused attention, as Transformer
-Engine uses it)."""
+AttentionKernel = Literal["unfused", "torch", "flash", "flash1", "flash3", "cudnn"]
+"""Attention implementations: ``unfused`` (Megatron's batched GEMMs + fused scale-mask-softmax
+and dropout kernels, the score matrix in HBM), ``torch`` (plain PyTorch: layout copies, an
+additive causal mask, softmax and dropout as separate kernels on the score matrix),
+``flash`` (FlashAttention-2), ``flash1`` (FlashAttention v1, flash-attn 1.x), ``flash3``
+(FlashAttention-3, Hopper) and ``cudnn`` (cuDNN fused attention, as Transformer Engine uses
+it)."""
+UNFUSED_KERNELS: frozenset[str] = frozenset({"unfused", "torch"})
+"""Attention kernels that materialise the score matrix in HBM (the others are fused)."""
 
 
 class GemmCalibration(Spec):
@@ -94,8 +98,16 @@ class HostCalibration(Spec):
     """
 
     per_kernel_s: float = bounded(ge=0, le=1e-2, why="10 ms per kernel is 100x eager PyTorch")
-    """Host time to dispatch and launch one operator of the program (framework dispatch,
-    autograd bookkeeping and the launch call; an operator may be a few framework kernels)."""
+    """Host time to dispatch and launch one operator of the forward pass, the recomputation
+    or the optimizer: the model's Python code runs for each (module calls, framework dispatch,
+    autograd bookkeeping, the launch call; an operator may be a few framework kernels)."""
+    backward_per_kernel_s: float | None = bounded(
+        None, ge=0, le=1e-2, why="10 ms per kernel is 100x eager PyTorch"
+    )
+    """Host time to issue one operator of the backward pass (input or weight gradient). The
+    backward graph runs on PyTorch's autograd engine, whose C++ threads issue each node's
+    kernels without running the model's Python code
+    (docs/references/frameworks.md §Host issue cost); None: the same as ``per_kernel_s``."""
     per_collective_s: float = bounded(
         ge=0, le=1e-2, why="10 ms per collective is 100x an eager issue"
     )
@@ -147,6 +159,12 @@ class ComputeCalibration(Spec):
     memory_efficiency: float = bounded(gt=0, le=1, why="a fraction of the HBM bandwidth")
     """Fraction of peak HBM bandwidth that memory-bound kernels (norms, activations,
     softmax, optimizer) reach."""
+    strided_memory_fraction: float = bounded(
+        1.0, gt=0, le=1, why="a generic kernel never beats the vectorised one"
+    )
+    """Bandwidth of PyTorch's generic elementwise kernel (a non-contiguous iteration: strided
+    views, permuted copies, broadcast operands; ``Op.strided``) as a fraction of the
+    vectorised memory-bound kernels'; 1 where no measurement sets it."""
     kernel_overhead_s: float = bounded(ge=0, le=1e-3, why="1 ms is 100x a kernel launch")
     """Device-side fixed cost per kernel (launch latency, prologue and tail)."""
     collective_sms: int = bounded(0, ge=0, le=1024, why="more SMs than any accelerator has")

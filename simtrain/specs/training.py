@@ -54,9 +54,10 @@ class TrainingSpec(Spec):
     attention_kernel: AttentionKernel | None = None
     """Attention implementation: flash (FlashAttention-2), flash1 (FlashAttention v1),
     flash3 (FlashAttention-3, Hopper),
-    cudnn (cuDNN fused attention, as Transformer Engine runs it) or unfused (batched GEMMs
-    plus softmax and dropout kernels, as Megatron-LM ran in 2021); default from the
-    framework profile."""
+    cudnn (cuDNN fused attention, as Transformer Engine runs it), unfused (batched GEMMs
+    plus Megatron's fused softmax and dropout kernels, as Megatron-LM ran in 2021) or torch
+    (plain PyTorch attention: separate mask, softmax and dropout kernels on the scores);
+    default from the framework profile."""
     execution_mode: ExecutionMode | None = None
     """How kernels reach the GPU: eager (issued one by one from Python), cuda_graphs
     (captured and replayed) or compiled (XLA, torch.compile); default from the framework

@@ -76,7 +76,7 @@ _KINDS |= {5: "send", 6: "recv", 7: "collective"}
 OP_FIELDS = tuple(f.name for f in dataclasses.fields(Op))
 # Fields added to Op after traces were first written; a trace without them gets the default.
 _OPTIONAL_OP_FIELDS = frozenset(
-    {"dtype", "window", "sm_target", "split_accumulator", "copy_engine"}
+    {"dtype", "window", "sm_target", "split_accumulator", "copy_engine", "strided"}
 )
 
 

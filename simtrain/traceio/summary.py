@@ -45,7 +45,9 @@ def per_rank_times(program: Program, engine: EngineResult) -> list[RankTime]:
 
     Replayed collectives are one task per member; the metrics count a shared task for all
     its members, so each copy is narrowed to its own rank first. Kernel launches (the
-    ``host`` stream of Kineto traces) are host time, neither compute nor communication.
+    ``host`` stream of Kineto traces) are host time, neither compute nor communication. A
+    trace the modelled host issued (simtrain's own export) has its host intervals
+    accounted as a run's are, so its idle time splits into exposed host and bubble alike.
     """
     copies = Counter(t.collective_key for t in program.tasks if t.collective_key)
     kept = [i for i, t in enumerate(program.tasks) if t.stream != HOST_STREAM]
@@ -56,7 +58,10 @@ def per_rank_times(program: Program, engine: EngineResult) -> list[RankTime]:
             for t in (program.tasks[i] for i in kept)
         ],
     )
-    return rank_times(view, engine.start_s[kept], engine.end_s[kept], engine.step_time_s)
+    host = engine.host.intervals() if engine.host is not None else None
+    return rank_times(
+        view, engine.replayed_start_s[kept], engine.replayed_end_s[kept], engine.step_time_s, host
+    )
 
 
 def replay_summary(

@@ -14,6 +14,10 @@ and twice that backward. They differ in what the hardware does:
   scores here: the GEMMs still compute every (query, key) pair. Megatron's fused softmax
   kernel only runs for some shapes (:func:`fused_softmax_runs`); otherwise the layer falls
   back to PyTorch's path: five kernels each way on an fp32 copy of the scores.
+- ``torch``: plain PyTorch attention without Megatron's fused kernels (a model's own
+  ``einsum``/softmax code, PyTorch's standard-attention benchmarks): separate layout copies,
+  an additive causal mask on all scores, softmax and dropout kernels
+  (:mod:`simtrain.workload.attention_torch`).
 
 ALiBi adds a per-head linear bias to the scores. The flash kernel reads one bias row per head
 and sequence (b·a·s_kv 16-bit values, BLOOM's broadcast ``alibi`` tensor); the unfused path
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from simtrain.workload.attention_torch import torch_attention_ops
 from simtrain.workload.ops import Op
 from simtrain.workload.primitives import ACT_BYTES, collective, gemm, memory_op
 
@@ -95,8 +100,15 @@ def _torch_softmax_ops(scores: int, layer: int) -> tuple[list[Op], list[Op]]:
     """
     forward = (("cast_fp32", 6), ("scale", 8), ("mask_fill", 9), ("softmax", 8), ("cast", 6))
     backward = (("cast_fp32", 6), ("softmax", 12), ("mask_fill", 9), ("scale", 8), ("cast", 6))
-    fwd = [_memory(f"torch_{name}", "fwd", per * scores, layer) for name, per in forward]
-    bwd = [_memory(f"torch_{name}_bwd", "bwd_input", per * scores, layer) for name, per in backward]
+
+    def op(name: str, phase: str, per: int) -> Op:
+        # masked_fill's (b, 1, s, s) mask is broadcast over the heads: ATen's generic
+        # elementwise kernel (Op.strided), forward and backward
+        strided = name.startswith("torch_mask_fill")
+        return memory_op(name, "elementwise", phase, per * scores, layer, strided=strided)
+
+    fwd = [op(f"torch_{name}", "fwd", per) for name, per in forward]
+    bwd = [op(f"torch_{name}_bwd", "bwd_input", per) for name, per in backward]
     return fwd, bwd
 
 
@@ -118,7 +130,7 @@ def attention_core(
     """Forward and backward ops of the attention core of one layer on one rank.
 
     Args:
-        kernel: ``flash`` or ``unfused``.
+        kernel: a fused family (``flash``...), ``unfused`` or ``torch``.
         batch_heads: microbatch size times the rank's query heads.
         s_q: query positions on this rank (sequence / cp).
         s_kv: key positions attended to (the full sequence).
@@ -135,6 +147,18 @@ def attention_core(
     keys = min(s_kv, window) if window else s_kv
     flops = 2.0 * batch_heads * s_q * keys * (head_dim + d_v)
     out_bytes = batch_heads * s_q * d_v * ACT_BYTES
+    if kernel == "torch":
+        return torch_attention_ops(
+            batch_heads,
+            s_q,
+            s_kv,
+            head_dim,
+            layer,
+            v_head_dim=d_v,
+            dropout=dropout,
+            alibi=alibi,
+            dtype=dtype,
+        )
     if kernel != "unfused":  # a fused kernel (flash, flash3, cudnn)
         bias = alibi_bias_bytes(batch_heads, s_kv) if alibi else 0.0
         common = dict(

@@ -64,6 +64,11 @@ class Op:
             partial sums to FP32 (cuBLASLt's fast accumulation off), as TransformerEngine and
             torchao run the input- and weight-gradient GEMMs; slower than the fast
             accumulation that GEMM benchmarks measure (``GemmCalibration.split_accumulator_speed``).
+        strided: for a memory-bound op, a PyTorch elementwise kernel over a non-contiguous
+            iteration (a strided view, a permuted copy or a broadcast operand): ATen runs its
+            generic kernel with per-element offsets and scalar loads instead of the
+            vectorised one, at ``ComputeCalibration.strided_memory_fraction`` of the
+            bandwidth.
     """
 
     name: str
@@ -86,6 +91,7 @@ class Op:
     sm_target: bool = False
     copy_engine: bool = False
     split_accumulator: bool = False
+    strided: bool = False
 
     @property
     def is_comm(self) -> bool:

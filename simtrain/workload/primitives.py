@@ -62,9 +62,19 @@ def linear(
 
 
 def memory_op(
-    name: str, kind: str, phase: str, bytes_accessed: float, layer: int, flops: float = 0.0
+    name: str,
+    kind: str,
+    phase: str,
+    bytes_accessed: float,
+    layer: int,
+    flops: float = 0.0,
+    strided: bool = False,
 ) -> Op:
-    """A memory-bound op (norm, activation, dropout, residual...): its cost is its bytes."""
+    """A memory-bound op (norm, activation, dropout, residual...): its cost is its bytes.
+
+    ``strided``: an eager PyTorch elementwise kernel over a non-contiguous iteration
+    (``Op.strided``).
+    """
     return Op(
         name=name,
         kind=kind,  # type: ignore[arg-type]
@@ -72,6 +82,7 @@ def memory_op(
         flops=flops,
         bytes_accessed=float(bytes_accessed),
         layer=layer,
+        strided=strided,
     )
 
 

@@ -145,6 +145,22 @@ def test_host_issue_cost_depends_on_the_execution_mode():
     assert eager > graphs > compiled == 0
 
 
+def test_backward_ops_cost_the_autograd_engine_issue_not_the_forward_python():
+    eager = RooflineComputeModel(A100, "fp16", execution_mode="eager")
+    host = eager.host
+    assert host.backward_per_kernel_s is not None
+    assert host.backward_per_kernel_s < host.per_kernel_s
+    forward = gemm("g", "fwd", 128, 128, 128, 2, 0)
+    recompute = gemm("g", "recompute", 128, 128, 128, 2, 0)
+    grads = [gemm("g", phase, 128, 128, 128, 2, 0) for phase in ("bwd_input", "bwd_weight")]
+    assert eager.host_time_s([forward, recompute]) == pytest.approx(2 * host.per_kernel_s)
+    assert eager.host_time_s(grads) == pytest.approx(2 * host.backward_per_kernel_s)
+    # unset, the backward costs what the forward does
+    same = host.model_copy(update={"backward_per_kernel_s": None})
+    eager.host = same
+    assert eager.host_time_s(grads) == pytest.approx(2 * host.per_kernel_s)
+
+
 def test_parts_without_measurements_inherit_or_assume_and_say_so():
     assert calibration_for("A100-40GB").provenance == "fitted"
     assert calibration_for("H200").provenance == "inherited"

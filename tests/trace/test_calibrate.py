@@ -13,7 +13,7 @@ from simtrain.catalog.calibrations import load_calibration_file
 from simtrain.compute import RooflineComputeModel, calibration_for
 from simtrain.parallel.builder import build_program
 from simtrain.traceio.calibrate import fit_calibration, kernel_samples
-from tests.conftest import make_experiment
+from tests.conftest import GPT_TINY, make_experiment
 from tests.trace.helpers import cli
 
 pytest.importorskip("chakra", reason="Chakra traces need the 'chakra' extra (mlc-chakra)")
@@ -90,8 +90,10 @@ def test_calibration_file_drives_an_experiment(tmp_path, capsys):
     assert set(report["families"]) >= {"gemm", "memory"}
     calibration = load_calibration_file(out)
     assert calibration.provenance == "fitted" and calibration.fit is not None
-    default = simulate(make_experiment())
-    profiled = simulate(make_experiment(f"cluster.calibration={out}"))
+    # a model large enough for its GEMMs, not the host's kernel issue, to set the step
+    wide = {**GPT_TINY, "hidden_size": 4096, "num_heads": 32, "seq_length": 2048}
+    default = simulate(make_experiment(model=wide))
+    profiled = simulate(make_experiment(f"cluster.calibration={out}", model=wide))
     # the profiled part reaches a lower GEMM ceiling than the catalog's H100: slower steps
     assert profiled.step_time_s > default.step_time_s
     assert profiled.summary()["compute_calibration"]["provenance"] == "fitted"
