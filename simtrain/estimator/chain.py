@@ -50,14 +50,23 @@ class ChainState:
             [0.0] * num_transfers, [[] for _ in range(num)],
         )  # fmt: skip
 
-    def copy(self, transfers: tuple[int, ...]) -> ChainState:
-        """A copy to resume from, with only the arrivals of ``transfers``.
+    def kept(self, transfers: tuple[int, ...]) -> ChainState:
+        """A copy to keep and resume from later (:meth:`resumed`), small.
 
-        ``transfers``: those sent so far that the positions still to run receive.
+        Its arrivals are only those of ``transfers`` (those sent so far that the positions
+        still to run receive), in that order.
         """
-        arrival = [0.0] * len(self.arrival)
-        for j in transfers:
-            arrival[j] = self.arrival[j]
+        return ChainState(
+            list(self.compute_free), list(self.hold), list(self.pp_free), list(self.host_free),
+            list(self.unsynced), [self.arrival[j] for j in transfers],
+            [list(m) for m in self.marks],
+        )  # fmt: skip
+
+    def resumed(self, transfers: tuple[int, ...], num_transfers: int) -> ChainState:
+        """A state to resume from, copied from one :meth:`kept` with ``transfers``."""
+        arrival = [0.0] * num_transfers
+        for j, arrived in zip(transfers, self.arrival, strict=True):
+            arrival[j] = arrived
         return ChainState(
             list(self.compute_free), list(self.hold), list(self.pp_free), list(self.host_free),
             list(self.unsynced), arrival, [list(m) for m in self.marks],

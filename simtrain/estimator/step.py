@@ -473,8 +473,8 @@ class Estimator(GradientReduction):
         prefix = self._prefixes.get(key)
         if prefix is None:
             state = chain_actions(shape, table, len(setup.ranks), *rules, end=position)
-            prefix = self._prefixes[key] = state.copy(transfers)
-        return prefix.copy(transfers)
+            prefix = self._prefixes[key] = state.kept(transfers)
+        return prefix.resumed(transfers, shape.num_transfers)
 
     # --- slots: one kind of action's timing ---------------------------------------------
 

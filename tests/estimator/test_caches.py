@@ -130,7 +130,8 @@ def test_a_chain_resumed_where_it_was_left_ends_as_one_pass(schedule, vpp):
     for rules in ((True, True), (False, False), (True, False)):
         whole = chain_actions(shape, table, 4, *rules)
         prefix = chain_actions(shape, table, 4, *rules, end=position)
-        resumed = chain_actions(shape, table, 4, *rules, prefix.copy(transfers), position)
+        kept = prefix.kept(transfers).resumed(transfers, shape.num_transfers)
+        resumed = chain_actions(shape, table, 4, *rules, kept, position)
         # everything but the arrivals of transfers nothing receives after the cut
         assert _kept(resumed) == _kept(whole)
 
