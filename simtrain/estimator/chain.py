@@ -7,6 +7,7 @@ steps are chained by :func:`simtrain.estimator.pairs.chain_steps` with the same 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from simtrain.estimator.pipeline import ScheduleShape
@@ -17,36 +18,101 @@ Mark = tuple[float, ...]
 computes weight gradients (end: of its backward)."""
 
 
+@dataclass
+class ChainState:
+    """Where a chain stands after the first positions of its order.
+
+    Attributes:
+        compute_free: per rank, when its compute stream frees.
+        hold: per rank, when its last action's trailing collectives end.
+        pp_free: per rank, when its transfers end.
+        host_free: per rank, when its host has issued everything so far.
+        unsynced: per rank, the end of the transfers it sent since its last compute
+            (``NO_HOST``: none).
+        arrival: per transfer, when it arrives (0 where not sent yet, or not needed).
+        marks: per rank, the :data:`Mark` of each of its actions so far that computes
+            weight gradients.
+    """
+
+    compute_free: list[float]
+    hold: list[float]
+    pp_free: list[float]
+    host_free: list[float]
+    unsynced: list[float]
+    arrival: list[float]
+    marks: list[list[Mark]]
+
+    @classmethod
+    def start(cls, num: int, num_transfers: int) -> ChainState:
+        """The state before the first action of a chain of ``num`` ranks."""
+        return cls(
+            [0.0] * num, [0.0] * num, [0.0] * num, [0.0] * num, [NO_HOST] * num,
+            [0.0] * num_transfers, [[] for _ in range(num)],
+        )  # fmt: skip
+
+    def kept(self, transfers: tuple[int, ...]) -> ChainState:
+        """A copy to keep and resume from later (:meth:`resumed`), small.
+
+        Its arrivals are only those of ``transfers`` (those sent so far that the positions
+        still to run receive), in that order.
+        """
+        return ChainState(
+            list(self.compute_free), list(self.hold), list(self.pp_free), list(self.host_free),
+            list(self.unsynced), [self.arrival[j] for j in transfers],
+            [list(m) for m in self.marks],
+        )  # fmt: skip
+
+    def resumed(self, transfers: tuple[int, ...], num_transfers: int) -> ChainState:
+        """A state to resume from, copied from one :meth:`kept` with ``transfers``."""
+        arrival = [0.0] * num_transfers
+        for j, arrived in zip(transfers, self.arrival, strict=True):
+            arrival[j] = arrived
+        return ChainState(
+            list(self.compute_free), list(self.hold), list(self.pp_free), list(self.host_free),
+            list(self.unsynced), arrival, [list(m) for m in self.marks],
+        )  # fmt: skip
+
+
 def chain_actions(
     shape: ScheduleShape,
     table: list[tuple[Any, ...]],
     num: int,
     sync_on_p2p: bool,
     blocking_sends: bool,
-) -> tuple[list[float], list[float], list[float], list[list[Mark]], list[float]]:
+    state: ChainState | None = None,
+    begin: int = 0,
+    end: int | None = None,
+) -> ChainState:
     """Chain a compiled schedule's actions (see :mod:`simtrain.estimator.pipeline`).
 
     Returns, per rank, when its compute stream frees, when its last action's trailing
     collectives end, when its transfers end, the start, end and host offset of each of its
-    actions that compute weight gradients, and when its host has issued everything. It
-    depends only on the schedule, the slots' times, ``sync_on_p2p`` and ``blocking_sends``, so
-    configurations that share them share it. With ``blocking_sends`` (pipeline transfers not
-    overlapped, ``parallel.overlap_p2p_comm`` off) a rank's next action waits for its send to
-    end, as the engine's does.
+    actions that compute weight gradients, and when its host has issued everything
+    (:class:`ChainState`). It depends only on the schedule, the slots' times, ``sync_on_p2p``
+    and ``blocking_sends``, so configurations that share them share it. With
+    ``blocking_sends`` (pipeline transfers not overlapped, ``parallel.overlap_p2p_comm`` off)
+    a rank's next action waits for its send to end, as the engine's does.
 
     The host stream runs ahead of the device from action to action (or falls behind it) as
     the engine's does (:mod:`simtrain.engine.host`): an action's host starts where the
     previous action's left off, except that with ``sync_on_p2p`` (eager pipelines) the host
     first waits for the device, the transfer the action receives and the transfers the rank
     sent since its previous compute.
+
+    Runs positions ``begin`` to ``end`` (default: to the last) of the order, from ``state``
+    (default: the start; it is updated in place): tables equal on the positions before some
+    point share the chain up to there (``Estimator._chain``).
     """
-    compute_free, hold, pp_free = [0.0] * num, [0.0] * num, [0.0] * num
-    host_free = [0.0] * num
-    unsynced = [NO_HOST] * num  # end of the transfers sent since the rank's last compute
-    arrival = [0.0] * shape.num_transfers
-    marks: list[list[Mark]] = [[] for _ in range(num)]
+    if state is None:
+        state = ChainState.start(num, shape.num_transfers)
+    compute_free, hold, pp_free = state.compute_free, state.hold, state.pp_free
+    host_free, unsynced, arrival, marks = (
+        state.host_free, state.unsynced, state.arrival, state.marks
+    )  # fmt: skip
+    stop = len(shape.rank) if end is None else end
     ranks, slots, recvs, sends, tails = (
-        shape.rank, shape.slot, shape.recv, shape.send, shape.send_after_tail
+        shape.rank[begin:stop], shape.slot[begin:stop], shape.recv[begin:stop],
+        shape.send[begin:stop], shape.send_after_tail[begin:stop],
     )  # fmt: skip
     computing = [s.computes_grads for s in shape.slots]
     rows = [row[:7] for row in table]
@@ -74,23 +140,23 @@ def chain_actions(
                     host = free
                 unsynced[r] = NO_HOST
         x = host - start
-        end = start + compute_end
+        end_s = start + compute_end
         if x + compute_host > compute_end:
-            end = host + compute_host
+            end_s = host + compute_host
         tail = start + tail_end
         if x + tail_host > tail_end:
             tail = host + tail_host
-        compute_free[r], hold[r], host_free[r] = end, tail, host + host_s
+        compute_free[r], hold[r], host_free[r] = end_s, tail, host + host_s
         if out >= 0:
-            ready = tail if after_tail else end
+            ready = tail if after_tail else end_s
             busy = pp_free[r]
             if busy > ready:
                 ready = busy
             pp_free[r] = arrived = arrival[out] = ready + p2p_s
-            if blocking_sends and arrived > end:
+            if blocking_sends and arrived > end_s:
                 compute_free[r] = arrived
             if sync_on_p2p and arrived > unsynced[r]:
                 unsynced[r] = arrived
         if computing[k]:
-            marks[r].append((start, end, x, 0.0))
-    return compute_free, hold, pp_free, marks, host_free
+            marks[r].append((start, end_s, x, 0.0))
+    return state

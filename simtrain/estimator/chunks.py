@@ -20,7 +20,7 @@ so chunks of one size share them wherever they sit.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from simtrain.estimator.walk import ActionTiming
@@ -223,7 +223,7 @@ class Chunk:
             (layer - self.base if layer in whole else layer, end)
             for layer, end in timing.layer_end_s
         )
-        return replace(timing, layer_end_s=renamed)
+        return timing._replace(layer_end_s=renamed)
 
     def timing(self, body: str, hooks: bool, walker: Walker) -> ActionTiming:
         """Timing of one action of the whole chunk (see the module docstring)."""
@@ -287,9 +287,11 @@ def _extrapolate(
     # the action, each linear in the layers, so their increments only grow with the layers,
     # and they bend where the host and the device trade the lead (and by a collective's
     # issue at the samples' ends); they are extrapolated from their last increment.
-    checked = series[:3] + series[6:]
-    if exact and not all(_close(b - a, c - b) for a, b, c in checked):
-        return None
+    if exact:
+        for a, b, c in series[:3] + series[6:]:  # _close(b - a, c - b), inlined: hot
+            inc1, inc2 = b - a, c - b
+            if not abs(inc1 - inc2) <= _TOLERANCE * max(1.0, abs(inc1), abs(inc2)):
+                return None
     trailing = _grown_trailing(
         ta.trailing_s, tb.trailing_s, tc.trailing_s, len(chunk.layers), exact
     )
@@ -312,7 +314,8 @@ def _extrapolate(
             return None
     else:
         end, end_host = grow(series[0]), grow(series[3])
-        ends = {layer for layer, _ in tc.layer_end_s if layer not in chunk.probe}
+        probe = chunk.probe
+        ends = {layer for layer, _ in tc.layer_end_s if layer not in probe}
         layer_ends = tuple((p, end) for p in [*range(len(chunk.layers)), *sorted(ends)])
         host_ends = tuple((p, end_host) for p, _ in layer_ends)
 

@@ -11,9 +11,8 @@ optimizer step waits for the reduction, and ZeRO-1/2 stacks gather the parameter
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from itertools import repeat
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from simtrain.engine.host import readiness
 from simtrain.estimator.chain import Mark
@@ -41,9 +40,11 @@ UNKNOWN_NEXT = "unknown"
 """The next action of a reducing action when the rank's orders disagree (``Estimator._grads``)."""
 
 
-@dataclass(frozen=True)
-class Gradients:
-    """One rank's gradient reduction, optimizer step and parameter gather .
+class Gradients(NamedTuple):
+    """One rank's gradient reduction, optimizer step and parameter gather.
+
+    A named tuple rather than a dataclass: built once per rank of every configuration
+    whose reduction differs, without a Python-level ``__init__``.
 
     The buckets are fixed by sizes alone; :meth:`finish` places them in time, as the
     builder's ``_GradientReducer`` issues them on the rank's gradient streams.
@@ -248,7 +249,7 @@ class GradientReduction:
         # the all-reduce across shard groups runs on a stream of its own)
         walked_s: dict[float, float] = {}
 
-        def bucket(offset: tuple[float, float, float] | None, size: float) -> Flush:
+        def bucket(size: float) -> Flush:
             found = durations.get(size)
             if found is None:
                 grad_s = replica_s = 0.0
@@ -270,7 +271,7 @@ class GradientReduction:
                 found = durations[size] = (
                     None, NO_HOST, NO_HOST, grad_s, replica_s, float(issues)
                 )  # fmt: skip
-            return (*offset, *found[3:]) if offset else found
+            return found
 
         flushes: list[tuple[Flush, ...]] = []
         slowdowns: list[float] = []
@@ -317,7 +318,7 @@ class GradientReduction:
         return Gradients(
             actions=tuple(flushes),
             positions=tuple(positions),
-            tail=bucket(None, pending),
+            tail=bucket(pending),
             optimizer_s=optimizer_s,
             gather_s=gather,
             optimizer_host_s=optimizer_host_s,
@@ -360,15 +361,16 @@ class GradientReduction:
         slot: Slot | PairSlot,
         nxt: Slot | PairSlot | str | None,
         pending: float,
-        bucket: Callable[[tuple[float, float, float] | None, float], Flush],
+        bucket: Callable[[float], Flush],
         walked_s: dict[float, float],
     ) -> tuple[tuple[Flush, ...], float, float, float, float, float]:
         """One reducing action's buckets (a step of :meth:`_grads`).
 
         ``nxt``: the rank's next action (None: none; :data:`UNKNOWN_NEXT`: the orders disagree);
-        ``pending``: gradient bytes not yet in a bucket before it; ``bucket``: a bucket's
-        :data:`Flush` from its offsets and bytes; ``walked_s``: seconds a bucket of those
-        bytes holds a stream shared with the gathers (filled by ``bucket``). Returns its
+        ``pending``: gradient bytes not yet in a bucket before it; ``bucket``: the
+        :data:`Flush` of a bucket of those bytes at the action's end (cached; a layer's
+        takes its offsets); ``walked_s``: seconds a bucket of those bytes holds a stream
+        shared with the gathers (filled by ``bucket``). Returns its
         buckets, its compute's slowdown under a collective, :attr:`Gradients.inside` and
         ``inside_host``, :attr:`Gradients.trailing` and the bytes pending after it.
         """
@@ -393,11 +395,11 @@ class GradientReduction:
         ):
             pending += per_layer.get(layer, 0) * grad_bytes
             if hooked and pending >= bucket_bytes:
-                found.append(bucket((layer_end, host_end, recv_end), pending))
+                sized = bucket(pending)
+                found.append((layer_end, host_end, recv_end, sized[3], sized[4], sized[5]))
                 where.append(j)
-                if found[-1][5]:
-                    seconds = walked_s[pending] if shared else found[-1][3]
-                    issued.append((layer, seconds))
+                if sized[5]:
+                    issued.append((layer, walked_s[pending] if shared else sized[3]))
                 pending = 0.0
         extra, after = 0.0, -1.0  # -1: the buckets after its end priced in finish()
         extra_host: float | None = None  # the host's share when walked (None: extra)
@@ -419,7 +421,7 @@ class GradientReduction:
             elif not found:
                 left = []
         if left is not None:
-            final = bucket(None, pending)[3] if every_mb and pending > 0 else 0.0
+            final = bucket(pending)[3] if every_mb and pending > 0 else 0.0
             if final > 0:  # flushed at its end, after the others
                 begin = left[-1][1] if left else 0.0
                 left.append((begin, begin + final))
@@ -435,7 +437,7 @@ class GradientReduction:
                 if overlap > 0:
                     extra += sigma * overlap
         if every_mb:
-            found.append(bucket(None, pending))
+            found.append(bucket(pending))
             pending = 0.0
         host_extra = extra if extra_host is None else extra_host
         return tuple(found), sigma, extra, host_extra, after, pending

@@ -232,12 +232,14 @@ def walk_pair(
                 synced = _max(synced, sends[k][1])
                 sends[k][2] = True
             host, pending = synced, []
-        duration = flow_times.compute_s[position] * flow_times.pace
+        duration = flow_times.compute_s[position]
         if host_on:
             h = flow_times.host_s[position]  # type: ignore[index]
             if position == last_compute[flow] and p2p_s[flow] is not None:
-                h += send_issue_s
-            ready = readiness(h, duration, len(seg.ops))
+                h += send_issue_s  # its transfer's issue too: ready later than the plan's
+                ready = readiness(h, duration, len(seg.ops))
+            else:
+                ready = flow_times.ready_s[position]  # type: ignore[index]
             ha, hb, hc = host
             if ha + ready > sa:
                 sa = ha + ready
@@ -249,7 +251,7 @@ def walk_pair(
         busy += duration
         ea = eb = ec = 0.0
         if contention:
-            contended = flow_times.contended_s[position] * flow_times.pace  # type: ignore[index]
+            contended = flow_times.contended_s[position]  # type: ignore[index]
             contended_total += contended
             if flights and contended > duration > 0:
                 sigma = contended / duration - 1.0
@@ -449,9 +451,17 @@ def chain_steps(
         x = host - start
         j = recvs2[i]
         y = arrival[j] - start if j >= 0 else NO_HOST
-        end = _at(compute_end, start, x, y)
-        compute_free[r], hold[r] = end, _at(tail_end, start, x, y)
-        host_free[r] = _at(host_end, start, x, y)
+        # _at(t, start, x, y) inlined (max spelled out): this runs for every step
+        a, b, c = compute_end
+        b, c = x + b, y + c
+        end = start + (c if c > (b if b > a else a) else (b if b > a else a))
+        a, b, c = tail_end
+        b, c = x + b, y + c
+        compute_free[r] = end
+        hold[r] = start + (c if c > (b if b > a else a) else (b if b > a else a))
+        a, b, c = host_end
+        b, c = x + b, y + c
+        host_free[r] = start + (c if c > (b if b > a else a) else (b if b > a else a))
         for flow, ready, synced_inside in out:
             j = sends[i] if flow == 0 else sends2[i]
             t = max(_at(ready, start, x, y), pp_free[r] + p2p_s[flow])

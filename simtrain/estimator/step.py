@@ -38,7 +38,7 @@ from simtrain.engine.host import collective_issue_s
 from simtrain.engine.variability import median_slowest_factor
 from simtrain.errors import SpecError
 from simtrain.estimator.bound import bound_lines, walked_bound
-from simtrain.estimator.chain import chain_actions
+from simtrain.estimator.chain import ChainState, chain_actions
 from simtrain.estimator.chunks import SAMPLE_LAYERS, Chunk, ChunkSource, chunk_base
 from simtrain.estimator.gradients import GradientReduction, every_layer, sample_buckets
 from simtrain.estimator.microbatches import WARMUP_STAGES, extend_samples, reduced_microbatches
@@ -126,6 +126,23 @@ FORWARDS = frozenset({"forward", "first_forward"})
 """Bodies of a forward action (its transfer leaves after its trailing collectives)."""
 
 
+def _cut(
+    shape: ScheduleShape,
+) -> tuple[int, dict[Slot | PairSlot, int], tuple[int, ...]]:
+    """Where the chains of a shape's configurations part (``Estimator._resumed``).
+
+    (the first position whose action owns gradients, 0 if none; the first position of each
+    slot; the transfers sent before that position and received from it on).
+    """
+    owning = [i for i, k in enumerate(shape.slot) if shape.slots[k].owns_grads]
+    position = owning[0] if owning else 0
+    first: dict[Slot | PairSlot, int] = {}
+    for i, k in enumerate(shape.slot):
+        first.setdefault(shape.slots[k], i)
+    sent = {j for j in shape.send[:position] if j >= 0}
+    return position, first, tuple(sorted(sent.intersection(shape.recv[position:])))
+
+
 @dataclass
 class Estimator(GradientReduction):
     """Step-time estimates with caches shared across configurations (see the module doc).
@@ -170,6 +187,10 @@ class Estimator(GradientReduction):
     _contexts: dict[tuple[Any, ...], Context] = field(default_factory=dict)
     _bounds: dict[tuple[Any, ...], tuple[tuple[float, float], ...]] = field(default_factory=dict)
     _steps: dict[tuple[Any, ...], tuple[float, float]] = field(default_factory=dict)
+    _cuts: dict[tuple[Any, ...], tuple[int, dict[Slot | PairSlot, int], tuple[int, ...]]] = field(
+        default_factory=dict
+    )
+    _prefixes: dict[tuple[Any, ...], ChainState] = field(default_factory=dict)
     stats: Counter[str] = field(default_factory=Counter)
     """Estimates ``extrapolated`` in the microbatch count, and ``not_linear`` (chained in
     full because the reduced counts were not linear yet)."""
@@ -390,7 +411,9 @@ class Estimator(GradientReduction):
                     b, hb = max(b + extra, a + later), max(hb + extra_host, ha + later)
                     table[k] = (a, b, hop, ha, hb, *rest)
         rules = (setup.sync_on_p2p, setup.blocking_sends)
-        key = (shape.key, rules, tuple(row[:7] for row in table))
+        # the rows are the context's for the shape, slowed by ``inside`` and ``trail``: a
+        # key of those rather than of every row (contexts live as long as the estimator)
+        key = (id(setup.context), shape.key, rules, tuple(inside.items()), tuple(trail.items()))
         chained = self._chains.get(key)
         if chained is None and shape.paired:
             rows = [
@@ -402,7 +425,12 @@ class Estimator(GradientReduction):
             computes = [slot.computes_grads for slot in shape.slots]
             chained = self._chains[key] = chain_steps(shape, rows, computes, num, *rules)  # type: ignore[arg-type]
         elif chained is None:
-            chained = self._chains[key] = chain_actions(shape, table, num, *rules)
+            state = self._resumed(setup, shape, table, rules, inside.keys() | trail.keys())
+            begin = self._cuts[shape.key][0] if state is not None else 0
+            state = chain_actions(shape, table, num, *rules, state, begin)
+            chained = self._chains[key] = (
+                state.compute_free, state.hold, state.pp_free, state.marks, state.host_free
+            )  # fmt: skip
         compute_free, hold, pp_free, marks, host_free = chained
         _, summed_busy, summed_waited = setup.context.tables[shape.key]
         busy, waited = list(summed_busy), list(summed_waited)
@@ -415,6 +443,38 @@ class Estimator(GradientReduction):
             waited[r] += opt_waited
             step = max(step, last)
         return step, busy, waited
+
+    def _resumed(
+        self,
+        setup: Setup,
+        shape: ScheduleShape,
+        table: list[tuple[Any, ...]],
+        rules: tuple[bool, bool],
+        adjusted: Any,
+    ) -> ChainState | None:
+        """The chain's state at its first action that owns gradients, shared (see below).
+
+        The configurations of one context (ZeRO stages and gradient settings of one
+        placement) chain the same rows (the context's table) except those of the actions
+        whose gradient buckets slow them (``adjusted``, :meth:`_chain`), and those are the
+        actions that reduce gradients: actions owning their chunk's gradients, late in the
+        step (after 65-99 % of the order under 1F1B, interleaved and zero-bubble schedules),
+        unless the stack reduces after every microbatch. Up to the first of them, their
+        chains are one: it is run once per context, shape and rules, and resumed from a
+        copy. None (chain from the start) when an adjusted action comes earlier.
+        """
+        cut = self._cuts.get(shape.key)
+        if cut is None:
+            cut = self._cuts[shape.key] = _cut(shape)
+        position, first, transfers = cut
+        if position == 0 or any(first[slot] < position for slot in adjusted):
+            return None
+        key = (id(setup.context), shape.key, rules)  # contexts live as long as the estimator
+        prefix = self._prefixes.get(key)
+        if prefix is None:
+            state = chain_actions(shape, table, len(setup.ranks), *rules, end=position)
+            prefix = self._prefixes[key] = state.kept(transfers)
+        return prefix.resumed(transfers, shape.num_transfers)
 
     # --- slots: one kind of action's timing ---------------------------------------------
 
@@ -598,7 +658,7 @@ class Estimator(GradientReduction):
             assert plain is not None
             probe = chunk.source.plan(body, hooks, range(chunk.base, chunk.base + SAMPLE_LAYERS[1]))
             delay = walker(probe).compute_end_s - walked(probe, (), (), None).compute_end_s
-            timing = replace(plain, compute_end_s=plain.compute_end_s + delay)
+            timing = plain._replace(compute_end_s=plain.compute_end_s + delay)
         self._timings[key] = timing
         return timing
 
@@ -627,9 +687,8 @@ class Estimator(GradientReduction):
         if found is None:
             keys = chunk.source.comm_keys(probe)
             per_node = setup.spec.cluster.gpus_per_node
-            groups = {
-                axis: self._group(setup.layout, rank, axis, p, per_node) for axis, _, _ in keys
-            }
+            axes = dict.fromkeys(axis for axis, _, _ in keys)  # a group per axis, not per op
+            groups = {axis: self._group(setup.layout, rank, axis, p, per_node) for axis in axes}
             signature = tuple(
                 self._collective_s(setup.network, kind, groups[axis], size)
                 for axis, kind, size in keys
@@ -787,8 +846,8 @@ class Estimator(GradientReduction):
         """The plan's :class:`SegmentTimes` at the step's pace, once per plan and pace.
 
         The unpaced times are looked up once per plan and compute model, so that every
-        pace (cluster size) shares them; the walk scales device times by the pace (host
-        time is not paced).
+        pace (cluster size) shares them; they are scaled to the pace once per plan
+        (:meth:`SegmentTimes.at_pace`: host time is not paced).
         """
         key = (id(plan), id(compute))  # plans and models are cached: their ids are stable
         found = self._paced_times.get(key)
@@ -811,7 +870,7 @@ class Estimator(GradientReduction):
                 ),
             )
         times = base[1]
-        paced = SegmentTimes(times.compute_s, times.host_s, times.contended_s, compute.pace)
+        paced = times.at_pace(compute.pace)
         self._paced_times[key] = (plan, paced)
         return paced
 

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from simtrain.parallel.segments import SegmentPlan
 from simtrain.workload.ops import Op
@@ -60,9 +61,11 @@ def slowdown(busy_s: float, contended_busy_s: float) -> float:
     return contended_busy_s / busy_s - 1.0
 
 
-@dataclass(frozen=True)
-class ActionTiming:
+class ActionTiming(NamedTuple):
     """When the parts of one action end, relative to its start.
+
+    A named tuple rather than a dataclass: a search makes hundreds of thousands (every
+    walk and extrapolation), and a tuple is built without a Python-level ``__init__``.
 
     Attributes:
         compute_end_s: end of its last compute task.
@@ -115,25 +118,30 @@ class ActionTiming:
 class SegmentTimes:
     """What walking one plan needs from a compute model, per segment (collectives: 0).
 
-    Looked up once per plan and compute model (:meth:`of`), so that the walks of a plan
-    under many collective timings (layouts of a search) index lists instead of calling the
-    model per task.
+    Looked up once per plan and compute model (:meth:`of`) and scaled once per pace
+    (:meth:`at_pace`), so that the walks of a plan under many collective timings (layouts
+    of a search) index tuples instead of calling the model or multiplying per task.
 
     Attributes:
-        compute_s: seconds of each compute task (``ComputeModel.task_time_s``).
+        compute_s: seconds of each compute task (``ComputeModel.task_time_s``), at the
+            step's pace.
         host_s: host seconds to issue each compute task's ops and the collectives right
             after it (``host_time_s`` plus ``per_collective_s`` per collective); None
-            walks without a host stream.
+            walks without a host stream. Host times are not paced.
         contended_s: seconds of each compute task while a collective holds part of the
-            device (``task_time_s(ops, contended=True)``); None: no interference.
-        pace: factor the walk multiplies the device times by (the step's pace:
-            :class:`simtrain.estimator.setup.Paced`); host times are not paced.
+            device (``task_time_s(ops, contended=True)``), at the step's pace; None: no
+            interference.
+        num_ops: ops of each segment (the host issues a task op by op: ``readiness``).
+        ready_s: per compute task, the host seconds it waits for before it can start
+            (:func:`~simtrain.engine.host.readiness` of its host and device times), set by
+            :meth:`at_pace` (a walk with a host stream needs it).
     """
 
     compute_s: tuple[float, ...]
     host_s: tuple[float, ...] | None = None
     contended_s: tuple[float, ...] | None = None
-    pace: float = 1.0
+    num_ops: tuple[int, ...] = ()
+    ready_s: tuple[float, ...] | None = None
 
     @classmethod
     def of(
@@ -144,7 +152,10 @@ class SegmentTimes:
         per_collective_s: float = 0.0,
         contended_s: Callable[[tuple[Op, ...]], float] | None = None,
     ) -> SegmentTimes:
-        """The times of ``plan``'s segments (see :func:`walk` for the arguments)."""
+        """The times of ``plan``'s segments (see :func:`walk` for the arguments), unpaced.
+
+        With a host stream, walk them :meth:`at_pace` (which works out the host's readiness).
+        """
         segments = plan.segments
         compute, host, contended = [], [], []
         for position, seg in enumerate(segments):
@@ -165,7 +176,30 @@ class SegmentTimes:
             tuple(compute),
             None if host_s is None else tuple(host),
             None if contended_s is None else tuple(contended),
+            tuple(len(seg.ops) for seg in segments),
         )
+
+    def at_pace(self, pace: float) -> SegmentTimes:
+        """These times with the device's multiplied by ``pace`` (the host's are not paced).
+
+        The host's readiness before each task depends on the task's paced duration, so it
+        is worked out here, once per plan and pace, rather than in every walk (which needs
+        it: times from :meth:`of` are walked at a pace, 1.0 for none).
+        """
+        compute = tuple([seconds * pace for seconds in self.compute_s])
+        contended = self.contended_s
+        if contended is not None:
+            contended = tuple([seconds * pace for seconds in contended])
+        ready = None
+        if self.host_s is not None:
+            # readiness(h, d, n) of simtrain.engine.host, inlined: it runs for every task
+            ready = tuple(
+                [
+                    h / n + (n - 1) / n * (h - d if h - d > 0.0 else 0.0) if n > 0 else 0.0
+                    for h, d, n in zip(self.host_s, compute, self.num_ops, strict=True)
+                ]
+            )
+        return SegmentTimes(compute, self.host_s, contended, self.num_ops, ready)
 
 
 _IDLE = (0.0, NO_HOST)
@@ -174,34 +208,45 @@ _IDLE = (0.0, NO_HOST)
 
 def _owed(
     flights: list[tuple[float, float, float, float]],
-    side: int,
-    start: float,
-    duration: float,
+    start_a: float,
+    stop_a: float,
+    start_b: float,
+    stop_b: float,
     sigma: float,
-) -> float:
-    """Extra seconds a compute task starting at ``start`` owes the collectives ``flights``.
+) -> tuple[float, float]:
+    """Extra seconds a compute task owes ``flights``: (host never late, host setting the pace).
 
-    The engine's rule: those in flight when it starts slow it over its own ``duration``;
-    one that starts while it runs slows it over the rest of its planned run (``duration``
-    and what it owed at its start). A collective starting at the same instant starts after
-    it (the engine starts a stream's next task before the tasks woken by the same end).
-    ``side`` picks the (start, end) pair of each flight: 0 for the ``a`` times, 2 for the
-    ``b`` times.
+    The ``b`` side (the host setting the pace) owes nothing while ``start_b`` is
+    :data:`NO_HOST`. The task runs from ``start`` to ``stop`` on each side. The engine's rule: the
+    collectives in flight when it starts slow it over its own duration; one that starts
+    while it runs slows it over the rest of its planned run (its duration and what it owed
+    at its start). A collective starting at the same instant starts after it (the engine
+    starts a stream's next task before the tasks woken by the same end). Both sides in one
+    pass over the flights, each summed in flight order; ``min`` spelled out (``b if b < a
+    else a``): this runs for every compute task that overlaps a collective.
     """
-    owed = 0.0
-    for flight in flights:
-        if flight[side] < start:
-            overlap = min(flight[side + 1], start + duration) - start
+    on_b = start_b > NO_HOST / 2
+    owed_a = owed_b = 0.0
+    for begin_a, end_a, begin_b, end_b in flights:
+        if begin_a < start_a:
+            overlap = (stop_a if stop_a < end_a else end_a) - start_a
             if overlap > 0:
-                owed += sigma * overlap
-    planned = start + duration + owed
-    for flight in flights:
-        begin = flight[side]
-        if begin >= start:
-            overlap = min(flight[side + 1], planned) - begin
+                owed_a += sigma * overlap
+        if on_b and begin_b < start_b:
+            overlap = (stop_b if stop_b < end_b else end_b) - start_b
             if overlap > 0:
-                owed += sigma * overlap
-    return owed
+                owed_b += sigma * overlap
+    planned_a, planned_b = stop_a + owed_a, stop_b + owed_b
+    for begin_a, end_a, begin_b, end_b in flights:
+        if begin_a >= start_a:
+            overlap = (planned_a if planned_a < end_a else end_a) - begin_a
+            if overlap > 0:
+                owed_a += sigma * overlap
+        if on_b and begin_b >= start_b:
+            overlap = (planned_b if planned_b < end_b else end_b) - begin_b
+            if overlap > 0:
+                owed_b += sigma * overlap
+    return owed_a, owed_b
 
 
 def walk(
@@ -217,11 +262,11 @@ def walk(
     Args:
         plan: the action's segments.
         times: seconds of its compute tasks on the rank's device and host
-            (:class:`SegmentTimes`). The host issues each task's ops and, charged to the
-            task before them, its collectives. As in the engine, a compute task runs
-            ``contended/normal - 1`` longer per second of overlap with each collective in
-            flight (a collective of the action overlaps only the compute tasks after the
-            one that issues it).
+            (:class:`SegmentTimes`, at the step's pace: :meth:`SegmentTimes.at_pace`). The
+            host issues each task's ops and, charged to the task before them, its
+            collectives. As in the engine, a compute task runs ``contended/normal - 1``
+            longer per second of overlap with each collective in flight (a collective of
+            the action overlaps only the compute tasks after the one that issues it).
         comm_s: seconds of a collective op on this rank's group for the op's axis.
         buckets: (layer, seconds) of the gradient buckets the action issues, in order: each
             goes on the gradient stream once the last compute task holding its layer has
@@ -244,23 +289,24 @@ def walk(
     flights: list[tuple[float, float, float, float]] = []  # collectives: (start, end) a and b
     contended_total = 0.0
     compute_s, host_s, contended_s = times.compute_s, times.host_s, times.contended_s
-    pace = times.pace
+    ready_s = times.ready_s
+    contention = contended_s is not None
     segments = plan.segments
     streams = plan.streams
     issues: dict[int, list[float]] = {}  # compute position -> buckets issued at its end
     grad_a, grad_b = 0.0, NO_HOST  # the gradient stream free
     grad_flights: list[tuple[float, float]] = []
-    if contended_s is not None:
+    if contention:
         flights.extend((begin, end, begin, end) for begin, end in incoming)
     if bucket_stream is not None and incoming:
         free[bucket_stream] = (max(end for _, end in incoming), NO_HOST)
-    if buckets and (contended_s is not None or bucket_stream is not None):
+    if buckets and (contention or bucket_stream is not None):
         last = {layer: p for p, seg in enumerate(segments) for layer in seg.layers}
         for layer, seconds in buckets:
             if seconds > 0:
                 issues.setdefault(last[layer], []).append(seconds)
-    # max() is spelled out in this loop (it runs for every task of every walk): ``b if b > a
-    # else a`` is max(a, b)
+    # max() and min() are spelled out in this loop (it runs for every task of every walk):
+    # ``b if b > a else a`` is max(a, b), ``b if b < a else a`` is min(a, b)
     for position, seg in enumerate(segments):
         stream = streams[position]
         if stream:  # a collective
@@ -271,7 +317,7 @@ def walk(
             begin_b = fb if fb > end_b else end_b
             done = (begin_a + duration, begin_b + duration)
             issued[position] = free[stream] = done
-            if contended_s is not None and duration > 0 and not op.copy_engine:
+            if contention and duration > 0 and not op.copy_engine:
                 flights.append((begin_a, done[0], begin_b, done[1]))
             comm_total[stream] = comm_total.get(stream, 0.0) + duration
             continue
@@ -282,46 +328,43 @@ def walk(
                 start_a = wa
             if wb > start_b:
                 start_b = wb
-        duration = compute_s[position] * pace
+        duration = compute_s[position]
         if host_s is not None:
-            h = host_s[position]
-            n = len(seg.ops)  # readiness(h, duration, n), inlined
-            if n <= 0:
-                ready = host_clock + 0.0
-            else:
-                late = h - duration
-                ready = host_clock + (h / n + (n - 1) / n * (late if late > 0.0 else 0.0))
+            ready = host_clock + ready_s[position]  # type: ignore[index]
             if ready > start_b:
                 start_b = ready
-            host_clock += h
+            host_clock += host_s[position]
         busy += duration
-        extra_a = extra_b = 0.0
+        end_a, end_b = start_a + duration, start_b + duration
         if flights:
-            contended = contended_s[position] * pace  # type: ignore[index]
+            contended = contended_s[position]  # type: ignore[index]
             contended_total += contended
             if contended > duration > 0:
                 sigma = contended / duration - 1.0
                 # the overlap when the host is never late (a), and when it sets the pace (b)
                 # compute starts never move back: collectives over by now stay over
                 flights = [f for f in flights if f[1] > start_a or f[3] > start_b]
-                extra_a = _owed(flights, 0, start_a, duration, sigma)
+                owed_a, owed_b = _owed(flights, start_a, end_a, start_b, end_b, sigma)
+                end_a += owed_a
                 if start_b > NO_HOST / 2:
-                    extra_b = _owed(flights, 2, start_b, duration, sigma)
-        elif contended_s is not None:
-            contended_total += contended_s[position] * pace
-        end_a, end_b = start_a + duration + extra_a, start_b + duration + extra_b
-        for layer in seg.layers:  # first-appearance order, as the builder's gradient hooks
-            layer_end[layer] = (end_a, end_b)
-        for seconds in issues.get(position, ()):
-            if bucket_stream is not None:
-                grad_a, grad_b = free.get(bucket_stream, _IDLE)
-            begin_a, begin_b = max(end_a, grad_a), max(end_b, grad_b)
-            grad_a, grad_b = begin_a + seconds, begin_b + seconds
-            if bucket_stream is not None:
-                free[bucket_stream] = (grad_a, grad_b)
-            if contended_s is not None:
-                flights.append((begin_a, grad_a, begin_b, grad_b))
-            grad_flights.append((begin_a, grad_a))
+                    end_b += owed_b
+        elif contention:
+            contended_total += contended_s[position]  # type: ignore[index]
+        if seg.layers:
+            ends = (end_a, end_b)
+            for layer in seg.layers:  # first-appearance order, as the builder's gradient hooks
+                layer_end[layer] = ends
+        if issues and position in issues:
+            for seconds in issues[position]:
+                if bucket_stream is not None:
+                    grad_a, grad_b = free.get(bucket_stream, _IDLE)
+                begin_a, begin_b = max(end_a, grad_a), max(end_b, grad_b)
+                grad_a, grad_b = begin_a + seconds, begin_b + seconds
+                if bucket_stream is not None:
+                    free[bucket_stream] = (grad_a, grad_b)
+                if contention:
+                    flights.append((begin_a, grad_a, begin_b, grad_b))
+                grad_flights.append((begin_a, grad_a))
     tail_a, tail_b = end_a, end_b
     for p in plan.trailing:
         tail_a, tail_b = max(tail_a, issued[p][0]), max(tail_b, issued[p][1])

@@ -8,11 +8,16 @@ recomputes it.
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
 
 from simtrain.estimator import Estimator
+from simtrain.estimator.chain import chain_actions
+from simtrain.estimator.pipeline import schedule_shape
+from simtrain.estimator.step import _cut
+from simtrain.estimator.walk import NO_HOST
 from simtrain.specs.loader import experiment_from_dict
 from tests.conftest import LLAMA_TINY, experiment_dict
 
@@ -105,3 +110,59 @@ def test_zero_stages_and_schedules_of_one_placement_estimate_as_if_alone(
             assert _fields(shared.estimate(spec)) == _fields(Estimator().estimate(spec))
     keys = {key[2] for context in shared._contexts.values() for key in context.grads}
     assert len(keys) == reducers
+
+
+@pytest.mark.parametrize(
+    ("schedule", "vpp"), [("1f1b", 1), ("interleaved", 2), ("zb-h1", 1), ("zb-h2", 1)]
+)
+def test_a_chain_resumed_where_it_was_left_ends_as_one_pass(schedule, vpp):
+    # the estimator keeps a chain's state at its first owning action and resumes copies of
+    # it (Estimator._resumed); stopping there and resuming must change nothing
+    shape = schedule_shape(schedule, 4, 16, vpp)
+    rng = random.Random(0)
+    table = [
+        (a, a + rng.uniform(0.0, 0.1), rng.uniform(0.0, 0.2), a * rng.uniform(0.5, 1.5),
+         NO_HOST, rng.uniform(0.0, 0.5), rng.random() < 0.3)
+        for a in (rng.uniform(0.5, 2.0) for _ in shape.slots)
+    ]  # fmt: skip
+    position, _, transfers = _cut(shape)
+    assert 0 < position < len(shape.rank)
+    for rules in ((True, True), (False, False), (True, False)):
+        whole = chain_actions(shape, table, 4, *rules)
+        prefix = chain_actions(shape, table, 4, *rules, end=position)
+        kept = prefix.kept(transfers).resumed(transfers, shape.num_transfers)
+        resumed = chain_actions(shape, table, 4, *rules, kept, position)
+        # everything but the arrivals of transfers nothing receives after the cut
+        assert _kept(resumed) == _kept(whole)
+
+
+def _kept(state: Any) -> tuple[Any, ...]:
+    """What the estimator keeps of a chain (:meth:`Estimator._chain`)."""
+    return (state.compute_free, state.hold, state.pp_free, state.marks, state.host_free,
+            state.unsynced)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("framework", "schedule", "vpp"),
+    [("megatron-core", "1f1b", 1), ("megatron-core", "interleaved", 2),
+     ("megatron-core", "zb-h1", 1), ("deepspeed", "1f1b", 1)],
+)  # fmt: skip
+def test_zero_stages_resuming_a_shared_chain_estimate_as_if_alone(framework, schedule, vpp):
+    # ZeRO-0, 1 and 2 of one placement chain the same rows up to the first action that
+    # owns gradients: the later stages resume the first's chain from there, and must come
+    # out as from a fresh estimator (DeepSpeed's ZeRO-2 reduces after every microbatch: its
+    # chain differs earlier and runs from the start)
+    shared = Estimator()
+    for zero_stage in (0, 1, 2):
+        parallel = {"pp": 2, "vpp": vpp, "zero_stage": zero_stage, "global_batch_size": 64,
+                    "pipeline_schedule": schedule}  # fmt: skip
+        spec = experiment_from_dict(
+            experiment_dict(
+                {**LLAMA_TINY, "num_layers": 8},
+                parallel=parallel,
+                training={"framework": framework},
+            )
+        )
+        assert _fields(shared.estimate(spec)) == _fields(Estimator().estimate(spec))
+    # one prefix: ZeRO-0's, resumed by ZeRO-1 (Megatron-Core's ZeRO-2 shares ZeRO-1's chain)
+    assert len(shared._prefixes) == 1
