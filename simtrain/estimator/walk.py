@@ -44,6 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from simtrain.engine.host import readiness
 from simtrain.parallel.segments import SegmentPlan
 from simtrain.workload.ops import Op
 
@@ -192,10 +193,9 @@ class SegmentTimes:
             contended = tuple([seconds * pace for seconds in contended])
         ready = None
         if self.host_s is not None:
-            # readiness(h, d, n) of simtrain.engine.host, inlined: it runs for every task
             ready = tuple(
                 [
-                    h / n + (n - 1) / n * (h - d if h - d > 0.0 else 0.0) if n > 0 else 0.0
+                    readiness(h, d, n)
                     for h, d, n in zip(self.host_s, compute, self.num_ops, strict=True)
                 ]
             )
