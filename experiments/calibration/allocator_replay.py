@@ -2,7 +2,7 @@
 
 Builds a tensor-level allocation trace of one pipeline rank of each torchtitan run with
 reported memory (:func:`experiments.calibration.stacks.torchtitan_memory_rows`), replays it
-through PyTorch's caching allocator (:mod:`simtrain.memory.allocator`, fixed segments and
+through PyTorch's caching allocator (`caching_allocator.py` next to it, fixed segments and
 ``expandable_segments``) and prints, per run, the measured peak, simtrain's estimate, the
 replay's allocated and reserved peaks and what simtrain would give if the replay's
 fragmentation (reserved - allocated) replaced its allocator terms (the loss-cache block)::
@@ -39,9 +39,9 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
+from experiments.calibration.caching_allocator import Alloc, AllocatorReplay, Free, replay
 from experiments.calibration.stacks import MemoryRow, torchtitan_memory_rows
 from simtrain.memory import estimate_memory
-from simtrain.memory.allocator import Alloc, AllocatorReplay, Free, replay
 from simtrain.memory.model_states import rank_stages
 from simtrain.parallel.overlap import step_actions
 from simtrain.parallel.stages import chunk_layers

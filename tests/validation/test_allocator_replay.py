@@ -2,8 +2,8 @@
 conservation check, and the finding it supports (README, Software stacks)."""
 
 from experiments.calibration.allocator_replay import COMPUTE, rank_trace, replay_row
+from experiments.calibration.caching_allocator import Alloc
 from experiments.calibration.stacks import torchtitan_memory_rows
-from simtrain.memory.allocator import Alloc
 from simtrain.specs.loader import experiment_from_dict
 
 ROWS = {row.key: row for row in torchtitan_memory_rows()}

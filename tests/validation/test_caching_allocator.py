@@ -3,7 +3,7 @@
 
 import pytest
 
-from simtrain.memory.allocator import (
+from experiments.calibration.caching_allocator import (
     Alloc,
     CachingAllocator,
     Free,
