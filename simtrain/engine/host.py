@@ -5,8 +5,10 @@ order. The host may run ahead of the device (kernel launches are asynchronous), 
 costs nothing while kernels are longer than their issue time; when they are shorter (small
 per-GPU work, eager PyTorch), the device waits for the host and the host sets the pace. The
 host also stops at synchronisation points: an eager pipeline engine synchronises the device
-after each point-to-point exchange, and the optimizer step waits for the gradient reduction
-(gradient-norm and overflow checks read device values).
+after each point-to-point exchange, the optimizer step waits for the gradient reduction
+(gradient-norm and overflow checks read device values), and a task marked ``host_sync`` waits
+for the rank's compute stream to drain (the stack reads a device value on the host before
+issuing it: a batch's shapes, a logged loss).
 
 For each compute task ``t`` of a rank, with ``n`` ops, host issue time ``h`` and device time
 ``d``, the device can start the task without ever starving once the host has issued
@@ -157,6 +159,9 @@ def _plan_rank(
             sync = [d for d in task.deps if is_p2p[d]] + sends
         else:
             sync = None
+        if task.host_sync and previous is not None and not sync:
+            sync = [previous]  # a device value read on the host: the compute stream drains
+            previous = None  # already listed
         if sync:
             if carry_s > 0:
                 tail_s[index] = carry_s

@@ -79,6 +79,7 @@ def chain_actions(
     num: int,
     sync_on_p2p: bool,
     blocking_sends: bool,
+    host_syncs: tuple[bool, ...] = (),
     state: ChainState | None = None,
     begin: int = 0,
     end: int | None = None,
@@ -88,8 +89,8 @@ def chain_actions(
     Returns, per rank, when its compute stream frees, when its last action's trailing
     collectives end, when its transfers end, the start, end and host offset of each of its
     actions that compute weight gradients, and when its host has issued everything
-    (:class:`ChainState`). It depends only on the schedule, the slots' times, ``sync_on_p2p``
-    and ``blocking_sends``, so configurations that share them share it. With
+    (:class:`ChainState`). It depends only on the schedule, the slots' times, ``sync_on_p2p``,
+    ``blocking_sends`` and ``host_syncs``, so configurations that share them share it. With
     ``blocking_sends`` (pipeline transfers not overlapped, ``parallel.overlap_p2p_comm`` off)
     a rank's next action waits for its send to end, as the engine's does.
 
@@ -97,7 +98,9 @@ def chain_actions(
     the engine's does (:mod:`simtrain.engine.host`): an action's host starts where the
     previous action's left off, except that with ``sync_on_p2p`` (eager pipelines) the host
     first waits for the device, the transfer the action receives and the transfers the rank
-    sent since its previous compute.
+    sent since its previous compute; and before an action whose slot is marked in
+    ``host_syncs`` (the stack reads a batch's shapes or the loss on the host) the host waits
+    for the device's compute stream.
 
     Runs positions ``begin`` to ``end`` (default: to the last) of the order, from ``state``
     (default: the start; it is updated in place): tables equal on the positions before some
@@ -139,6 +142,8 @@ def chain_actions(
                 if free > host:
                     host = free
                 unsynced[r] = NO_HOST
+        if host_syncs and host_syncs[k] and free > host:
+            host = free
         x = host - start
         end_s = start + compute_end
         if x + compute_host > compute_end:

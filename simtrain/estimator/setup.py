@@ -92,6 +92,23 @@ class Setup:
     contended: bool = False
     blocking_sends: bool = False
 
+    def host_syncs(self, shape: Any) -> tuple[bool, ...]:
+        """Per slot of ``shape``, whether the host waits for the device before its action.
+
+        The builder's rule (:attr:`Task.host_sync`): the first and last chunks' forwards when
+        the stack reads each batch's shapes on the host, the last chunk's backward when it
+        reads the loss; empty when neither (or no host stream is modelled).
+        """
+        batch, loss = self.profile.syncs_on_batch_load, self.profile.syncs_on_loss
+        if not self.host or not (batch or loss):
+            return ()
+        last = shape.num_chunks - 1
+        return tuple(
+            (batch and body in ("forward", "first_forward") and chunk in (0, last))
+            or (loss and body in ("backward", "backward_input") and chunk == last)
+            for body, chunk in ((getattr(s, "body", ""), s.chunk) for s in shape.slots)
+        )
+
     @cached_property
     def every_mb(self) -> bool:
         """The stack reduces sharded gradients after every microbatch's backward."""

@@ -410,7 +410,7 @@ class Estimator(GradientReduction):
                     a, ha = a + extra, ha + extra_host
                     b, hb = max(b + extra, a + later), max(hb + extra_host, ha + later)
                     table[k] = (a, b, hop, ha, hb, *rest)
-        rules = (setup.sync_on_p2p, setup.blocking_sends)
+        rules = (setup.sync_on_p2p, setup.blocking_sends, setup.host_syncs(shape))
         # the rows are the context's for the shape, slowed by ``inside`` and ``trail``: a
         # key of those rather than of every row (contexts live as long as the estimator)
         key = (id(setup.context), shape.key, rules, tuple(inside.items()), tuple(trail.items()))
@@ -423,7 +423,8 @@ class Estimator(GradientReduction):
                 for slot, row in zip(shape.slots, table, strict=True)
             ]
             computes = [slot.computes_grads for slot in shape.slots]
-            chained = self._chains[key] = chain_steps(shape, rows, computes, num, *rules)  # type: ignore[arg-type]
+            # paired steps (DualPipe) run under no stack that syncs the host on batches or loss
+            chained = self._chains[key] = chain_steps(shape, rows, computes, num, *rules[:2])  # type: ignore[arg-type]
         elif chained is None:
             state = self._resumed(setup, shape, table, rules, inside.keys() | trail.keys())
             begin = self._cuts[shape.key][0] if state is not None else 0

@@ -81,6 +81,7 @@ class _RankBuilder:
     waiting: list[Dep] = field(default_factory=list)
     deferred: list[int] = field(default_factory=list)
     last_compute: int | None = None
+    sync_next: bool = False  # the next compute task waits on the host for the device
     comm_seq: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     groups: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
@@ -194,9 +195,11 @@ class _RankBuilder:
                     seg.ops,
                     stage=stage,
                     microbatch=microbatch,
+                    host_sync=self.sync_next,
                 ),
                 self.waiting + [issued[w] for w in seg.waits_for],
             )
+            self.sync_next = False
             for layer in seg.layers:
                 last_of_layer[layer] = index
             self.last_compute, self.waiting = index, []
@@ -460,6 +463,7 @@ def make_shard(spec: ExperimentSpec) -> Shard:
         dispatcher=p.moe_dispatcher,
         ep_nodes=ep_nodes,
         eager=eager_modules(spec),
+        cross_entropy=get_framework(spec.training.framework).cross_entropy,
     )
 
 
@@ -653,6 +657,7 @@ class _StepAssembler:
         pipeline = rb.group("pp")[0]
         position_of = {action: i for i, action in enumerate(actions)}
         totals = {"elements": 0, "experts": 0, "fp8": 0}
+        last_chunk = self.num_chunks - 1
 
         def run(action: Action) -> Iterator[None]:
             """Emit one action; pauses where a paired action may fill a wait."""
@@ -662,6 +667,8 @@ class _StepAssembler:
                 if chunk > 0:
                     rb.waiting.append(f"{pipeline}:F{chunk - 1}:{mb}")
                 body = "first_forward" if first_forward.setdefault(chunk, mb) == mb else "forward"
+                # the first and last chunks load the microbatch's inputs and labels
+                rb.sync_next = self.profile.syncs_on_batch_load and chunk in (0, last_chunk)
                 yield from rb.emit_blocks(
                     self._segments(chunk, body, False), label, chunk, mb, None
                 )
@@ -673,6 +680,8 @@ class _StepAssembler:
                 rb.waiting.append(f"{pipeline}:B{chunk + 1}:{mb}")
             split_w = (chunk, mb) in split
             body = "weight" if action.kind == "W" else "backward_input" if split_w else "backward"
+            # the loss, on the last chunk, is read on the host before its backward
+            rb.sync_next = self.profile.syncs_on_loss and action.kind == "B" and chunk == last_chunk
             owns_grads = last_grad_action[chunk] == position
             computes_grads = action.kind == "W" or not split_w
             reduces = owns_grads or (every_mb and computes_grads)

@@ -36,6 +36,9 @@ class Task:
         collective_key: tasks with equal keys are one collective instance (rendezvous).
         stage: pipeline stage (model chunk index for interleaved schedules), -1 if none.
         microbatch: microbatch index, -1 if none.
+        host_sync: the host waits for the rank's compute stream to drain before issuing this
+            (compute) task: the stack reads a device value on the host first (a batch's
+            shapes copied back, a logged loss), so it cannot run ahead past this point.
     """
 
     rank: int
@@ -49,6 +52,7 @@ class Task:
     collective_key: str = ""
     stage: int = -1
     microbatch: int = -1
+    host_sync: bool = False
 
 
 @dataclass(slots=True)

@@ -11,6 +11,7 @@ Schema ``simtrain-trace`` version 1::
         {"rank": int, "stream": str, "label": str, "category": str,
          "deps": [task index], "group": [rank], "collective_key": str,
          "stage": int, "microbatch": int, "duration_s": float | null,
+         "host_sync": bool (optional, default false),
          "ops": [{"name", "kind", "phase", "flops", "bytes_accessed", "m", "n", "k",
                   "batch", "comm", "axis", "comm_bytes", "causal", "layer"}]}
       ]
@@ -58,6 +59,7 @@ def program_to_dict(program: Program, spec: dict[str, Any] | None = None) -> dic
                 "stage": t.stage,
                 "microbatch": t.microbatch,
                 "duration_s": t.duration_s,
+                "host_sync": t.host_sync,
                 "ops": [dataclasses.asdict(op) for op in t.ops],
             }
             for t in program.tasks
@@ -117,6 +119,7 @@ def program_from_dict(data: Any) -> Program:
                     collective_key=str(raw.get("collective_key", "")),
                     stage=int(raw.get("stage", -1)),
                     microbatch=int(raw.get("microbatch", -1)),
+                    host_sync=bool(raw.get("host_sync", False)),
                 )
             )
         except KeyError as exc:

@@ -258,6 +258,20 @@ class FrameworkProfile(Spec):
     from 2025): the cross-entropy on upcast logits becomes generated kernels that read the
     16-bit logits and write their 16-bit gradient, so no fp32 copy of the logits is kept.
     False: the loss stays outside what is compiled (torchtitan 2024: eager, fp32 logits)."""
+    cross_entropy: Literal["fused", "vocab_parallel_fp32"]
+    """The loss when it is not an eager chain (``eager_modules``): ``fused`` (kernels that
+    write the fp32 logits once and read them twice) or ``vocab_parallel_fp32`` (Megatron's
+    vocabulary-parallel cross-entropy as an autograd function of unfused ATen kernels on
+    upcast logits: about three times the memory traffic, sized in
+    :mod:`simtrain.workload.transformer`)."""
+    syncs_on_batch_load: bool
+    """The host reads a device value when it loads each microbatch (Megatron's
+    ``broadcast_data`` copies the batch's tensor shapes back with ``.cpu()``), so on the first
+    and last pipeline stage, which load the inputs and the labels, it waits for the device
+    to finish the previous work before issuing the microbatch's forward."""
+    syncs_on_loss: bool
+    """The host reads the loss before issuing the backward (DeepSpeed's ``engine.backward``
+    logs ``loss.mean().item()``), so on the last pipeline stage it waits for the forward."""
     tp_fp8_all_gather: bool
     """Under FP8 training with per-tensor current scaling, the tensor-parallel all-gathers
     move the 8-bit copy of their input, cast before gathering (torchao's Float8 tensor

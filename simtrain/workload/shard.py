@@ -40,6 +40,9 @@ class Shard:
         eager: which modules run as eager PyTorch kernel chains (``workload.eager``):
             none, the final norm (``norm``), the final norm and loss (``head``), or every
             norm, rotary embedding, gated activation and loss (``all``).
+        cross_entropy: the stack's cross-entropy when it is not an eager chain: ``fused``
+            or ``vocab_parallel_fp32`` (Megatron's autograd function over upcast logits, see
+            ``workload.transformer.head_ops``).
     """
 
     micro_batch_size: int
@@ -55,6 +58,7 @@ class Shard:
     dispatcher: str = "alltoall"
     ep_nodes: int = 1
     eager: EagerModules = "none"
+    cross_entropy: str = "fused"
 
     @property
     def expert_tp(self) -> int:

@@ -140,6 +140,16 @@ def layer_ops(model: ModelSpec, shard: Shard, layer: int) -> LayerOps:
     return LayerOps(tuple(forward), tuple(backward), attention.core, groups)
 
 
+VOCAB_PARALLEL_CE_FWD_BYTES = 38
+"""Bytes per logit of Megatron's vocabulary-parallel cross-entropy forward on upcast logits
+(``_VocabParallelCrossEntropy`` called on ``logits.float()``; docs/references/frameworks.md
+§Megatron's vocabulary-parallel cross-entropy): the upcast (2 read, 4 written), the row
+maximum (4 read), the shift by it (4 + 4), the exponential (4 + 4), the row sum (4 read) and
+the in-place division that leaves the softmax for the backward (4 + 4)."""
+VOCAB_PARALLEL_CE_BWD_BYTES = 14
+"""Bytes per logit of its backward: the in-place scaling of the saved softmax (4 + 4) and the
+upcast's backward to the 16-bit gradient (4 read, 2 written)."""
+
 MLA_UP_PROJ_OPS = frozenset(
     {"mla_latent_norm", "mla_q_up_cast", "mla_q_up", "mla_kv_up_cast", "mla_kv_up", "rope"}
 )
@@ -406,6 +416,9 @@ def head_ops(model: ModelSpec, shard: Shard) -> tuple[Op, ...]:
     elif shard.eager == "norm":
         loss_fwd = logits * eager.COMPILED_CROSS_ENTROPY_FWD_BYTES
         loss_bwd = logits * eager.COMPILED_CROSS_ENTROPY_BWD_BYTES
+    elif shard.cross_entropy == "vocab_parallel_fp32":
+        loss_fwd = logits * VOCAB_PARALLEL_CE_FWD_BYTES
+        loss_bwd = logits * VOCAB_PARALLEL_CE_BWD_BYTES
     else:
         loss_fwd = loss_bwd = logits * 4 * 3
     ops += [

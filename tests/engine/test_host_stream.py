@@ -140,3 +140,74 @@ def test_only_batched_pipeline_transfers_stop_the_host():
     assert build_program(batched).syncs_on_p2p and not build_program(overlapped).syncs_on_p2p
     assert _host_waits_on_transfers(simulate(batched)) > 0
     assert _host_waits_on_transfers(simulate(overlapped)) == 0
+
+
+def test_a_host_sync_pays_the_device_backlog_closed_form():
+    # task 0 is device-bound (4 ops of 1 ms issued at 0.1 ms each), task 1 host-bound (4 ops
+    # of 0.1 ms issued at 1 ms each); run ahead, the host issues task 1 while task 0 runs:
+    # step = max over kernels; made to wait for the device (Task.host_sync), the host starts
+    # task 1's issue only when task 0 ends, so the backlog of task 0 is paid.
+    device, host = (1e-3, 1e-4), (1e-4, 1e-3)
+
+    @dataclass
+    class TwoPhase(FixedCompute):
+        def op_time_s(self, op: Op) -> float:
+            return device[op.layer]
+
+        def task_time_s(self, ops) -> float:
+            return sum(device[op.layer] for op in ops)
+
+        def host_time_s(self, ops) -> float:
+            return sum(host[op.layer] for op in ops)
+
+    def program(sync: bool) -> Program:
+        p = Program(world_size=1, simulated_ranks=(0,), weights={0: 1})
+        p.add(Task(0, "compute", "t0", ops=(Op("a", "elementwise", layer=0),) * 4))
+        ops = (Op("b", "elementwise", layer=1),) * 4
+        p.add(Task(0, "compute", "t1", ops=ops, deps=(0,), host_sync=sync))
+        return p
+
+    ahead = run_program(program(False), TwoPhase(0.0, 1e-4), NoNetwork()).step_time_s
+    synced = run_program(program(True), TwoPhase(0.0, 1e-4), NoNetwork()).step_time_s
+    # run ahead: task 0 ends at 0.1 + 4 ms; task 1's kernels were issued at 0.4 + 1, 2, 3, 4 ms
+    assert ahead == pytest.approx(4.4e-3 + 1e-4)
+    # synced: task 1's issue starts at 4.1 ms; its last kernel is issued at 8.1 ms
+    assert synced == pytest.approx(4.1e-3 + 4e-3 + 1e-4)
+
+
+def test_deepspeed_marks_batch_loads_and_the_loss_megatron_core_marks_nothing():
+    spec = make_experiment("parallel.pp=2", "training.framework=deepspeed")
+    program = build_program(spec)
+    marked = {(t.stage, t.label[1], t.microbatch) for t in program.tasks if t.host_sync}
+    microbatches = {t.microbatch for t in program.tasks if t.microbatch >= 0}
+    # first and last stage load each microbatch; the last stage reads its loss
+    expected = {(s, "F", m) for s in (0, 1) for m in microbatches}
+    expected |= {(1, "B", m) for m in microbatches}
+    assert marked == expected
+    ranks_per_stage = len(program.simulated_ranks) // 2
+    assert sum(t.host_sync for t in program.tasks) == len(expected) * ranks_per_stage
+    core = build_program(make_experiment("parallel.pp=2"))
+    assert not any(t.host_sync for t in core.tasks)
+
+
+def test_host_syncs_slow_a_small_deepspeed_step_and_the_estimator_follows():
+    from simtrain.estimator import Estimator
+
+    spec = make_experiment("training.framework=deepspeed")
+    program = build_program(spec)
+    compute, network = compute_model_for(spec), network_model_for(spec)
+    synced = run_program(program, compute, network).step_time_s
+    for task in program.tasks:
+        task.host_sync = False
+    free = run_program(program, compute, network).step_time_s
+    assert synced > free
+    assert Estimator().estimate(spec).step_time_s == pytest.approx(synced, rel=0.02)
+
+
+def test_host_sync_marks_survive_the_trace_file():
+    from simtrain.parallel.trace import program_from_dict, program_to_dict
+
+    program = build_program(make_experiment("training.framework=deepspeed"))
+    back = program_from_dict(program_to_dict(program))
+    assert [t.host_sync for t in back.tasks] == [t.host_sync for t in program.tasks]
+    assert any(t.host_sync for t in back.tasks)

@@ -127,7 +127,8 @@ def test_a_chain_resumed_where_it_was_left_ends_as_one_pass(schedule, vpp):
     ]  # fmt: skip
     position, _, transfers = _cut(shape)
     assert 0 < position < len(shape.rank)
-    for rules in ((True, True), (False, False), (True, False)):
+    syncs = tuple(rng.random() < 0.3 for _ in shape.slots)  # host waits before these
+    for rules in ((True, True, ()), (False, False, ()), (True, False, syncs), (False, True, syncs)):
         whole = chain_actions(shape, table, 4, *rules)
         prefix = chain_actions(shape, table, 4, *rules, end=position)
         kept = prefix.kept(transfers).resumed(transfers, shape.num_transfers)

@@ -28,7 +28,6 @@ if not has_reference(SOURCE_FILE):
 
 MEETS = (
     "A100 40GB|mpt-1b|seq2048|bf16/PURE|FULL_SHARD",
-    "A100 40GB|mpt-30b|seq2048|bf16/PURE|FULL_SHARD",
     "A100 40GB|mpt-760m|seq2048|bf16/PURE|FULL_SHARD",
     "A100 40GB|mpt-7b|seq2048|bf16/PURE|FULL_SHARD",
     "H100 80GB|mpt-30b|seq2048|amp_bf16|FULL_SHARD",
@@ -56,6 +55,10 @@ GAPS = {
     "A100 40GB|mpt-70b|seq2048|bf16/PURE|FULL_SHARD": (
         "the 64-GPU row (micro-batch 2, no accumulation) runs 35 % slower than simulated, "
         "the same micro-batch on 32 A100 80GB within 1 %"
+    ),
+    "A100 40GB|mpt-30b|seq2048|bf16/PURE|FULL_SHARD": (
+        "+0.3 % simulated where half the measured +0.9 % is 0.47 %, since A100's k_half refit "
+        "with the host synchronisation points (2026-12-02; +0.5 % before)"
     ),
     "A100 80GB|mpt-70b|seq2048|bf16/PURE|FULL_SHARD": (
         "+4.9 % simulated where 4.95 % is half the measured +9.9 %"
