@@ -215,6 +215,10 @@ def main() -> None:
         "15T tokens in 60 days on H100)",
     )
     args = parser.parse_args()
+    if args.sample < 1 or args.workers < 1:
+        parser.error(
+            f"--sample and --workers must be at least 1 (got {args.sample} and {args.workers})"
+        )
     load = os.getloadavg()[0]
     sizes = tuple(int(n) for n in args.space_sizes.split(","))
     space = planner_specs(args.space_model, sizes, 16 * 2**20)
