@@ -88,6 +88,11 @@ class Shape:
         )
 
     @property
+    def block_bytes(self) -> tuple[int, int, int, int, int]:
+        """A block's tensor sizes: local and gathered hidden states, queries, keys/values, MLP."""
+        return self.local_bytes, self.gathered_bytes, self.q_bytes, self.kv_bytes, self.mlp_bytes
+
+    @property
     def local_bytes(self) -> int:
         """A 16-bit hidden-state tensor of the rank (sequence-split under TP)."""
         return self.tokens * self.hidden // self.tp * 2
@@ -159,13 +164,7 @@ class Trace:
 def block_forward(trace: Trace, s: Shape, tag: object) -> None:
     """Allocate a block's forward tensors under ``tag`` (freed by the caller)."""
     a = trace.alloc
-    local, gathered, q, kv, mlp = (
-        s.local_bytes,
-        s.gathered_bytes,
-        s.q_bytes,
-        s.kv_bytes,
-        s.mlp_bytes,
-    )
+    local, gathered, q, kv, mlp = s.block_bytes
     a((tag, "norm1_fp32"), 2 * local)
     a((tag, "norm1"), local)
     trace.free((tag, "norm1_fp32"))
@@ -199,13 +198,7 @@ FORWARD_ONLY += ("residual", "norm2", "gathered2", "w1", "w3", "silu", "prod")
 
 def recompute_per_op(trace: Trace, s: Shape, tag: object) -> None:
     """Re-allocate what per-operator checkpointing dropped, before a block's backward."""
-    local, gathered, q, kv, mlp = (
-        s.local_bytes,
-        s.gathered_bytes,
-        s.q_bytes,
-        s.kv_bytes,
-        s.mlp_bytes,
-    )
+    local, gathered, q, kv, mlp = s.block_bytes
     sizes = {"norm1": local, "gathered1": gathered, "k": kv, "k_rep": q, "v_rep": q}
     sizes |= {"residual": local, "norm2": local, "gathered2": gathered}
     sizes |= {"w3": mlp, "silu": mlp, "prod": mlp}

@@ -31,6 +31,8 @@ GRAD_REDUCE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2}
 """Bytes per gradient element in each gradient-reduction dtype."""
 GatherGranularity = Literal["per_tensor", "per_unit", "per_bucket"]
 Provenance = Literal["documented", "fitted", "assumed"]
+CrossEntropy = Literal["fused", "vocab_parallel_fp32"]
+"""How a stack computes its loss when it is not an eager chain (``FrameworkProfile``)."""
 
 
 class FieldSource(Spec):
@@ -258,7 +260,7 @@ class FrameworkProfile(Spec):
     from 2025): the cross-entropy on upcast logits becomes generated kernels that read the
     16-bit logits and write their 16-bit gradient, so no fp32 copy of the logits is kept.
     False: the loss stays outside what is compiled (torchtitan 2024: eager, fp32 logits)."""
-    cross_entropy: Literal["fused", "vocab_parallel_fp32"]
+    cross_entropy: CrossEntropy
     """The loss when it is not an eager chain (``eager_modules``): ``fused`` (kernels that
     write the fp32 logits once and read them twice) or ``vocab_parallel_fp32`` (Megatron's
     vocabulary-parallel cross-entropy as an autograd function of unfused ATen kernels on

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from simtrain.specs.framework import CrossEntropy
 from simtrain.workload.eager import EagerModules
 from simtrain.workload.primitives import DTYPE_BYTES, FP8_DTYPES
 
@@ -58,7 +59,7 @@ class Shard:
     dispatcher: str = "alltoall"
     ep_nodes: int = 1
     eager: EagerModules = "none"
-    cross_entropy: str = "fused"
+    cross_entropy: CrossEntropy = "fused"
 
     @property
     def expert_tp(self) -> int:
