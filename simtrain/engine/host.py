@@ -10,22 +10,27 @@ after each point-to-point exchange, the optimizer step waits for the gradient re
 for the rank's compute stream to drain (the stack reads a device value on the host before
 issuing it: a batch's shapes, a logged loss).
 
-For each compute task ``t`` of a rank, with ``n`` ops, host issue time ``h`` and device time
-``d``, the device can start the task without ever starving once the host has issued
+For each compute task of a rank, with ops ``0..n-1``, the host issues op ``i`` once it has
+spent ``H_i`` (the issue times of ops ``0..i``), and the device, once started, reaches op
+``i`` after ``d·f_i`` (``d`` the task's device time, ``f_i`` the share of it taken by ops
+``0..i-1``). The device never starves once started if the host has run for
 
-    r = h/n + (n-1)/n · max(h - d, 0)
+    r = max_i (H_i - d·f_i)
 
-(the first op, plus whatever the host falls behind while the device works through the
-rest). A host task of that length precedes the compute task; the rest of the issue time,
-``h - r``, is carried into the next host task, or, before a synchronisation point, paid as a
-host task of its own. With uniform ops this reproduces the exact kernel-by-kernel end time of
-a task, ``start + max(n·d_op, n·h_op) + min(d_op, h_op)``.
+before it starts: kernel by kernel, so short kernels (norms, elementwise) that follow long
+ones (GEMMs) cost nothing, while a run of short kernels at the start of a task, or after the
+long ones are done, makes the device wait. With ``n`` equal ops this is the first launch
+``h/n`` when device-bound and ``h - (n-1)/n·d`` when host-bound. A host task of length
+``r`` precedes the compute task; the rest of the issue time (with the collectives and
+transfers the task produces, issued after its ops), is carried into the next host task, or,
+before a synchronisation point, paid as a host task of its own.
 
 Examples:
-    >>> readiness(h=10.0, d=40.0, n=4)  # device-bound: only the first launch is waited for
+    >>> profile = ((1.0, 2.0, 3.0, 4.0), (0.0, 0.25, 0.5, 0.75))  # four equal ops
+    >>> op_readiness(profile, d=40.0)  # device-bound: only the first launch is waited for
+    1.0
+    >>> op_readiness(profile, d=2.0)  # host-bound: the device is paced by the host
     2.5
-    >>> readiness(h=40.0, d=10.0, n=4)  # host-bound: the device is paced by the host
-    32.5
 """
 
 from __future__ import annotations
@@ -38,16 +43,43 @@ import numpy as np
 
 from simtrain.compute.roofline import ComputeModel
 from simtrain.parallel.program import Program, Task
+from simtrain.workload.ops import Op
 
 HOST_STREAM = "host"
 P2P_CATEGORY = "pp_comm"  # pipeline transfers (any stream: replays split send and recv)
 
 
-def readiness(h: float, d: float, n: int) -> float:
-    """Host time before a task of ``n`` ops can start on the device without starving."""
-    if n <= 0:
+IssueProfile = tuple[tuple[float, ...], tuple[float, ...]]
+"""Of a run of ops: the host seconds to issue ops ``0..i``, and the share of the run's device
+time taken by ops ``0..i-1``, for every op ``i``."""
+
+
+def issue_profile(ops: Sequence[Op], compute: ComputeModel) -> IssueProfile:
+    """How the host's issue of ``ops`` and the device's work on them advance, op by op."""
+    device_s = [compute.op_time_s(op) for op in ops]
+    total = sum(device_s) or 1.0
+    issued, before = [], []
+    host = device = 0.0
+    for op, seconds in zip(ops, device_s, strict=True):
+        host += compute.host_time_s((op,))
+        issued.append(host)
+        before.append(device / total)
+        device += seconds
+    return tuple(issued), tuple(before)
+
+
+def op_readiness(profile: IssueProfile, d: float) -> float:
+    """Host time before a task can start on the device without starving, op by op.
+
+    The device runs op ``i`` ``d * before[i]`` after the task starts and the host has
+    issued it ``issued[i]`` after it began, so the device never waits once started if it
+    starts ``max_i(issued[i] - d * before[i])`` after the host began: long kernels after
+    short ones hide the issue of what follows, short kernels after long ones do not.
+    """
+    issued, before = profile
+    if not issued:
         return 0.0
-    return h / n + (n - 1) / n * max(h - d, 0.0)
+    return max([h - d * b for h, b in zip(issued, before, strict=True)])
 
 
 @dataclass(slots=True)
@@ -113,10 +145,10 @@ def host_plan(
                 if tasks[dep].stream == "compute":
                     launches[dep] += 1
     sync = sync_on_p2p and any(is_p2p)
-    issue_s: dict[int, float] = {}  # host time per distinct ops tuple (shared by builders)
+    profiles: dict[int, IssueProfile] = {}  # per distinct ops tuple (shared by builders)
     for rank in program.simulated_ranks:
         before = len(plan.order)
-        _plan_rank(plan, tasks, durations_s, compute, sync, is_p2p, launches, issue_s,
+        _plan_rank(plan, tasks, durations_s, compute, sync, is_p2p, launches, profiles,
                    per_rank[rank])  # fmt: skip
         plan.spans.append((rank, len(plan.order) - before))
     return plan
@@ -130,14 +162,13 @@ def _plan_rank(
     sync_on_p2p: bool,
     is_p2p: list[bool],
     launches: dict[int, int],
-    issue_s: dict[int, float],
+    profiles: dict[int, IssueProfile],
     indices: list[int],
 ) -> None:
     per_collective_s = collective_issue_s(compute)
     carry_s = 0.0  # issue time of the previous task not yet paid on the host stream
     sends: list[int] = []  # this rank's transfers since the previous compute task
     previous: int | None = None
-    host_time_s = compute.host_time_s
     tail_s, sync_of, waits_of, issued = plan.tail_s, plan.sync, plan.waits, plan.issue_s
     order = plan.order
     for index in indices:
@@ -147,12 +178,13 @@ def _plan_rank(
                 sends.append(index)  # this rank's own send (replays also list recv copies)
             continue
         ops = task.ops
-        h = issue_s.get(id(ops))
-        if h is None:
-            h = issue_s[id(ops)] = host_time_s(ops)
-        if index in launches:
+        profile = profiles.get(id(ops))
+        if profile is None:
+            profile = profiles[id(ops)] = issue_profile(ops, compute)
+        h = profile[0][-1] if ops else 0.0
+        r = op_readiness(profile, durations_s[index])
+        if index in launches:  # issued after the task's ops: they do not delay its start
             h += launches[index] * per_collective_s
-        r = readiness(h, durations_s[index], len(ops))
         if task.category == "optimizer":
             sync = list(task.deps)  # gradient-norm / overflow checks read reduced gradients
         elif sync_on_p2p:

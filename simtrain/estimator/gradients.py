@@ -14,7 +14,7 @@ from collections.abc import Callable
 from itertools import repeat
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from simtrain.engine.host import readiness
+from simtrain.engine.host import issue_profile, op_readiness
 from simtrain.estimator.chain import Mark
 from simtrain.estimator.chunks import Chunk
 from simtrain.estimator.pipeline import PairSlot, ScheduleShape, Slot
@@ -55,7 +55,7 @@ class Gradients(NamedTuple):
         optimizer_s: seconds of the optimizer step (with the FP8 weight cast).
         gather_s: seconds of the parameter all-gather after it (0: none).
         optimizer_host_s: host seconds before the optimizer can start once the host reaches
-            it (``readiness`` of its issue time; 0 without a host stream).
+            it (``op_readiness`` of its ops; 0 without a host stream).
         slowdowns: per reducing action, its compute's slowdown under a collective
             (interference; empty: none).
         inside: per reducing action, the compute seconds its own buckets add to it while it runs
@@ -311,9 +311,7 @@ class GradientReduction:
         gather = 0.0
         if setup.gathers_after_optimizer and len(shard) > 1:
             gather = self._collective_s(network, "all_gather", shard, elements * ACT_BYTES)
-        optimizer_s, optimizer_host_s = self._optimizer_step(
-            setup, elements / factor, fp8_elements, gather > 0
-        )
+        optimizer_s, optimizer_host_s = self._optimizer_step(setup, elements / factor, fp8_elements)
         slowed = any(inside) or any(inside_host)  # any reducing action's own buckets add time
         return Gradients(
             actions=tuple(flushes),
@@ -329,18 +327,18 @@ class GradientReduction:
         )
 
     def _optimizer_step(
-        self, setup: Setup, local_elements: float, fp8_elements: int, gathers: bool
+        self, setup: Setup, local_elements: float, fp8_elements: int
     ) -> tuple[float, float]:
         """(seconds, host seconds before it can start) of a rank's optimizer step, cached.
 
         The step updates ``local_elements`` parameters (and refreshes the FP8 weight copies
-        of ``fp8_elements``); with a host stream, its issue (and that of the parameter
-        gather after it, when ``gathers``) is ``readiness`` of the host's issue time. Ranks
-        and configurations with equal sizes on one compute model share it.
+        of ``fp8_elements``); with a host stream, the host's lead before it is
+        ``op_readiness`` of its ops (a parameter gather after it is issued after them).
+        Ranks and configurations with equal sizes on one compute model share it.
         """
         training = setup.spec.training
-        key = (id(setup.compute), local_elements, fp8_elements, gathers, training.optimizer,
-               setup.fp8_recipe, setup.host, setup.per_collective_s)  # fmt: skip
+        key = (id(setup.compute), local_elements, fp8_elements, training.optimizer,
+               setup.fp8_recipe, setup.host)  # fmt: skip
         found = self._steps.get(key)
         if found is None:
             step: tuple[Op, ...] = (optimizer_op(local_elements, training.optimizer),)
@@ -349,8 +347,7 @@ class GradientReduction:
             optimizer_s = setup.compute.task_time_s(step)
             optimizer_host_s = 0.0
             if setup.host:
-                issue = setup.compute.host_time_s(step) + gathers * setup.per_collective_s
-                optimizer_host_s = readiness(issue, optimizer_s, len(step))
+                optimizer_host_s = op_readiness(issue_profile(step, setup.compute), optimizer_s)
             found = self._steps[key] = (optimizer_s, optimizer_host_s)
         return found
 

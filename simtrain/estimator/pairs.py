@@ -32,7 +32,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from simtrain.engine.host import readiness
 from simtrain.estimator.chunks import _close
 from simtrain.estimator.walk import NO_HOST, SegmentTimes, slowdown
 from simtrain.parallel.segments import SegmentPlan
@@ -236,10 +235,8 @@ def walk_pair(
         if host_on:
             h = flow_times.host_s[position]  # type: ignore[index]
             if position == last_compute[flow] and p2p_s[flow] is not None:
-                h += send_issue_s  # its transfer's issue too: ready later than the plan's
-                ready = readiness(h, duration, len(seg.ops))
-            else:
-                ready = flow_times.ready_s[position]  # type: ignore[index]
+                h += send_issue_s  # its transfer's issue too, after the task's ops
+            ready = flow_times.ready_s[position]  # type: ignore[index]
             ha, hb, hc = host
             if ha + ready > sa:
                 sa = ha + ready

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from simtrain.catalog.frameworks import get_framework
-from simtrain.engine.host import collective_issue_s
+from simtrain.engine.host import collective_issue_s, issue_profile
 from simtrain.engine.variability import median_slowest_factor
 from simtrain.errors import SpecError
 from simtrain.estimator.bound import bound_lines, walked_bound
@@ -863,7 +863,7 @@ class Estimator(GradientReduction):
                 SegmentTimes.of(
                     plan,
                     model.task_time_s,
-                    model.host_time_s if setup.host else None,
+                    (lambda ops: issue_profile(ops, model)) if setup.host else None,
                     setup.per_collective_s,
                     (lambda ops: model.task_time_s(ops, contended=True))
                     if setup.contended

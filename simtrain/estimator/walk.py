@@ -16,7 +16,7 @@ trailing collectives are waited for before it starts), so walking the segments o
 clock per stream gives the times the engine gives, relative to the action's start.
 
 The host stream (:mod:`simtrain.engine.host`) is walked beside them: each compute task waits
-until the host has issued enough of it (``readiness``), the issue of the collectives it
+until the host has issued enough of it (``op_readiness``), the issue of the collectives it
 produces is charged to it, and the host's unpaid issue time carries to the next task. Where
 the host stands when the action starts depends on the actions before it (the engine lets
 the host run ahead of the device, or fall behind it, across actions), so the walk keeps
@@ -44,7 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from simtrain.engine.host import readiness
+from simtrain.engine.host import IssueProfile, op_readiness
 from simtrain.parallel.segments import SegmentPlan
 from simtrain.workload.ops import Op
 
@@ -132,16 +132,18 @@ class SegmentTimes:
         contended_s: seconds of each compute task while a collective holds part of the
             device (``task_time_s(ops, contended=True)``), at the step's pace; None: no
             interference.
-        num_ops: ops of each segment (the host issues a task op by op: ``readiness``).
+        profiles: with a host stream, how the issue and the device work of each compute
+            task advance op by op (:func:`~simtrain.engine.host.issue_profile`; None for
+            collectives).
         ready_s: per compute task, the host seconds it waits for before it can start
-            (:func:`~simtrain.engine.host.readiness` of its host and device times), set by
-            :meth:`at_pace` (a walk with a host stream needs it).
+            (:func:`~simtrain.engine.host.op_readiness` of its profile and paced device
+            time), set by :meth:`at_pace` (a walk with a host stream needs it).
     """
 
     compute_s: tuple[float, ...]
     host_s: tuple[float, ...] | None = None
     contended_s: tuple[float, ...] | None = None
-    num_ops: tuple[int, ...] = ()
+    profiles: tuple[IssueProfile | None, ...] = ()
     ready_s: tuple[float, ...] | None = None
 
     @classmethod
@@ -149,35 +151,40 @@ class SegmentTimes:
         cls,
         plan: SegmentPlan,
         compute_s: Callable[[tuple[Op, ...]], float],
-        host_s: Callable[[tuple[Op, ...]], float] | None = None,
+        issue: Callable[[tuple[Op, ...]], IssueProfile] | None = None,
         per_collective_s: float = 0.0,
         contended_s: Callable[[tuple[Op, ...]], float] | None = None,
     ) -> SegmentTimes:
         """The times of ``plan``'s segments (see :func:`walk` for the arguments), unpaced.
 
-        With a host stream, walk them :meth:`at_pace` (which works out the host's readiness).
+        ``issue``: with a host stream, the issue profile of a task's ops
+        (:func:`~simtrain.engine.host.issue_profile`). Walk these times :meth:`at_pace`
+        (which works out the host's readiness).
         """
         segments = plan.segments
-        compute, host, contended = [], [], []
+        compute, host, contended, profiles = [], [], [], []
         for position, seg in enumerate(segments):
             if seg.is_comm:
                 compute.append(0.0)
                 host.append(0.0)
                 contended.append(0.0)
+                profiles.append(None)
                 continue
             compute.append(compute_s(seg.ops))
-            if host_s is not None:
+            if issue is not None:
+                profile = issue(seg.ops)
                 launches, later = 0, position + 1
                 while later < len(segments) and segments[later].is_comm:
                     launches, later = launches + 1, later + 1
-                host.append(host_s(seg.ops) + launches * per_collective_s)
+                host.append((profile[0][-1] if seg.ops else 0.0) + launches * per_collective_s)
+                profiles.append(profile)
             if contended_s is not None:
                 contended.append(contended_s(seg.ops))
         return cls(
             tuple(compute),
-            None if host_s is None else tuple(host),
+            None if issue is None else tuple(host),
             None if contended_s is None else tuple(contended),
-            tuple(len(seg.ops) for seg in segments),
+            tuple(profiles) if issue is not None else (),
         )
 
     def at_pace(self, pace: float) -> SegmentTimes:
@@ -195,11 +202,11 @@ class SegmentTimes:
         if self.host_s is not None:
             ready = tuple(
                 [
-                    readiness(h, d, n)
-                    for h, d, n in zip(self.host_s, compute, self.num_ops, strict=True)
+                    0.0 if profile is None else op_readiness(profile, d)
+                    for profile, d in zip(self.profiles, compute, strict=True)
                 ]
             )
-        return SegmentTimes(compute, self.host_s, contended, self.num_ops, ready)
+        return SegmentTimes(compute, self.host_s, contended, self.profiles, ready)
 
 
 _IDLE = (0.0, NO_HOST)

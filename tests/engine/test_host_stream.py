@@ -1,6 +1,7 @@
 """The host stream: kernel issue runs ahead of the device and sets the pace only when it must."""
 
 from dataclasses import dataclass
+from itertools import pairwise
 
 import pytest
 from hypothesis import given
@@ -8,7 +9,7 @@ from hypothesis import strategies as st
 
 from simtrain.api import compute_model_for, network_model_for, simulate
 from simtrain.engine import run_program
-from simtrain.engine.host import readiness
+from simtrain.engine.host import issue_profile, op_readiness
 from simtrain.parallel.builder import build_program
 from simtrain.parallel.program import Program, Task
 from simtrain.workload.ops import Op
@@ -82,9 +83,59 @@ def test_step_matches_kernel_by_kernel_issue_of_uniform_ops(n, d, h, tasks):
 
 
 def test_readiness_is_first_issue_when_device_bound_and_host_lag_when_host_bound():
-    assert readiness(h=10.0, d=100.0, n=10) == pytest.approx(1.0)
+    ten = issue_profile((OP,) * 10, FixedCompute(10.0, 10.0))
+    assert op_readiness(ten, d=1000.0) == pytest.approx(10.0)
     # host-bound: the device waits until only the last kernel is left to issue
-    assert readiness(h=100.0, d=10.0, n=10) == pytest.approx(10.0 + 0.9 * 90.0)
+    assert op_readiness(ten, d=10.0) == pytest.approx(100.0 - 0.9 * 10.0)
+
+
+@dataclass
+class PerOpCompute:
+    """Test double: op ``k<i>`` takes ``device_s[i]`` on the device, ``issue_s[i]`` to issue."""
+
+    device_s: list[float]
+    issue_s: list[float]
+    execution_mode: str = "eager"
+    per_kernel_s = 1.0  # only read to tell that the host stream is on
+    per_collective_s = 0.0
+
+    @property
+    def host(self):
+        return self
+
+    def _index(self, op: Op) -> int:
+        return int(op.name[1:])
+
+    def op_time_s(self, op: Op) -> float:
+        return self.device_s[self._index(op)]
+
+    def task_time_s(self, ops) -> float:
+        return sum(self.op_time_s(op) for op in ops)
+
+    def host_time_s(self, ops) -> float:
+        return sum(self.issue_s[self._index(op)] for op in ops)
+
+
+@given(
+    times=st.lists(
+        st.tuples(st.floats(1e-6, 1e-3), st.floats(1e-6, 1e-3)), min_size=1, max_size=24
+    ),
+    cuts=st.sets(st.integers(1, 23), max_size=4),
+)
+def test_step_matches_kernel_by_kernel_issue_of_unequal_ops(times, cuts):
+    """Long and short kernels in any order, in tasks of any size: exact issue-by-issue end."""
+    device_s, issue_s = [d for d, _ in times], [h for _, h in times]
+    ops = [Op(name=f"k{i}", kind="elementwise", bytes_accessed=1.0) for i in range(len(times))]
+    bounds = [0, *sorted(c for c in cuts if c < len(ops)), len(ops)]
+    program = Program(world_size=1, simulated_ranks=(0,), weights={0: 1})
+    for i, (a, b) in enumerate(pairwise(bounds)):
+        program.add(Task(0, "compute", f"t{i}", ops=tuple(ops[a:b]), deps=(i - 1,) if i else ()))
+    result = run_program(program, PerOpCompute(device_s, issue_s), NoNetwork())
+    device_free = issued = 0.0
+    for d, h in times:
+        issued += h
+        device_free = max(device_free, issued) + d
+    assert result.step_time_s == pytest.approx(device_free, rel=1e-9)
 
 
 def test_host_free_execution_adds_no_tasks_and_no_time():
