@@ -254,7 +254,7 @@ class GradientReduction:
             if found is None:
                 grad_s = replica_s = 0.0
                 issues = size > 0 and len(group) > 1
-                if issues and stage == 0:
+                if issues and setup.all_reduces_grads:
                     grad_s = self._collective_s(network, "all_reduce", group, size)
                 elif issues:
                     if len(shard) > 1:

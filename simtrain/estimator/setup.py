@@ -18,6 +18,7 @@ from simtrain.estimator.walk import ActionTiming
 from simtrain.parallel.builder import SHARD_AXIS
 from simtrain.parallel.layout import RankLayout
 from simtrain.specs.experiment import ExperimentSpec
+from simtrain.specs.framework_resolve import uses_bf16_optimizer
 
 
 @dataclass
@@ -110,6 +111,15 @@ class Setup:
         )
 
     @cached_property
+    def all_reduces_grads(self) -> bool:
+        """Each gradient bucket is all-reduced over the data-parallel group (builder's rule).
+
+        So under ZeRO-0, and under DeepSpeed's BF16_Optimizer, which shards only the
+        optimizer states.
+        """
+        return self.zero_stage == 0 or uses_bf16_optimizer(self.spec)
+
+    @cached_property
     def every_mb(self) -> bool:
         """The stack reduces sharded gradients after every microbatch's backward."""
         return self.zero_stage >= 2 and self.profile.sharding.reduce_every_microbatch
@@ -136,7 +146,7 @@ class Setup:
         stack that gathers after the optimizer and reduces once per step) share reductions.
         """
         p, stage = self.spec.parallel, self.zero_stage
-        return (stage == 0, stage == 3, self.every_mb, self.gathers_after_optimizer,
+        return (self.all_reduces_grads, stage == 3, self.every_mb, self.gathers_after_optimizer,
                 p.grad_bucket_size_bytes, p.overlap_replica_grad_reduce,
                 self.spec.training.grad_reduce_dtype, self.bucket_stream)  # fmt: skip
 

@@ -42,7 +42,7 @@ from simtrain.catalog.frameworks import get_framework
 from simtrain.parallel.stages import chunk_layers
 from simtrain.specs.experiment import ExperimentSpec
 from simtrain.specs.framework import GRAD_REDUCE_BYTES
-from simtrain.specs.framework_resolve import effective_zero_stage
+from simtrain.specs.framework_resolve import effective_zero_stage, uses_bf16_optimizer
 from simtrain.workload.counts import (
     attention_biases,
     attention_weights,
@@ -267,10 +267,16 @@ def unsharded_grad_bytes(spec: ExperimentSpec, rank: int) -> float:
     gradient reduction to the last microbatch (profile ``sharding.pipeline_defers_grad_reduce``)
     holds one unsharded gradient per parameter of the rank until its last backward, in the
     reduction dtype (``unsharded_grad_dtype: reduce``, FSDP2) or in 16 bits (``param``).
+    DeepSpeed's BF16_Optimizer accumulates every microbatch's gradients into a full-size fp32
+    copy of the rank's parameters, with or without a pipeline (:func:`uses_bf16_optimizer`):
+    4 bytes per parameter beside the bf16 gradients.
     Zero otherwise (gradients reduced microbatch by microbatch, or no pipeline). A rank
     holding P parameters (after TP) keeps 4·P bytes under FSDP2 with fp32 reduction: Llama 3.1
     405B on pp = 8, tp = 8 puts about 6.2e9 parameters on a rank, 25 GB.
     """
+    if uses_bf16_optimizer(spec):
+        params = rank_params(spec, rank)
+        return MASTER_BYTES * (params.dense + params.experts)
     if not defers_grad_reduce(spec):
         return 0.0
     sharding = get_framework(spec.training.framework).sharding

@@ -34,7 +34,11 @@ from simtrain.parallel.sharding import with_param_gathers
 from simtrain.parallel.stages import chunk_layers, recomputed_layers
 from simtrain.specs.experiment import ExperimentSpec
 from simtrain.specs.framework import GRAD_REDUCE_BYTES
-from simtrain.specs.framework_resolve import compiles_loss, effective_zero_stage
+from simtrain.specs.framework_resolve import (
+    compiles_loss,
+    effective_zero_stage,
+    uses_bf16_optimizer,
+)
 from simtrain.workload.eager import EagerModules
 from simtrain.workload.linear import weight_cast_op
 from simtrain.workload.ops import Op
@@ -347,6 +351,8 @@ def chunk_ops(
     if sharded and stage >= 2 and profile.memory.unit_grads_materialised:
         reduce_bytes = GRAD_REDUCE_BYTES[spec.training.grad_reduce_dtype]
         backward = with_grad_copy_in(backward, tensors, reduce_bytes)
+    if uses_bf16_optimizer(spec):
+        backward = with_fp32_grad_accumulation(backward, tensors)
     backward_input = [op for op in backward if op.phase != "bwd_weight"]
     weight = tuple(op for op in backward if op.phase == "bwd_weight")
     gathered_forward = forward
@@ -426,6 +432,36 @@ def with_grad_copy_in(
             size = elements * (ACT_BYTES + reduce_bytes)
             result.append(memory_op("grad_copy_in", "elementwise", "bwd_weight", size, op.layer))
     return result
+
+
+FP32_GRAD_ACCUMULATION_BYTES = 18
+"""Bytes per weight element of BF16_Optimizer's ``update_hp_grads``: the bf16 gradient read
+and upcast into a new fp32 tensor (2 + 4), which is added into the fp32 accumulator (4 + 4
+read, 4 written)."""
+
+
+def with_fp32_grad_accumulation(ops: Sequence[Op], tensors: dict[int, list[int]]) -> list[Op]:
+    """``ops`` (a chunk's backward) followed by BF16_Optimizer's fp32 gradient accumulation.
+
+    After every microbatch's backward DeepSpeed's BF16_Optimizer adds the chunk's bf16
+    gradients, parameter by parameter, into full-size fp32 copies (``update_hp_grads``,
+    called by the pipeline engine after each backward and by the optimizer's own
+    ``backward`` otherwise; docs/references/frameworks.md §DeepSpeed BF16 optimizer and
+    pipeline engine): one memory-bound pass over the chunk's weights, at the end of its
+    backward.
+
+    Examples:
+        >>> from simtrain.workload.primitives import memory_op
+        >>> ops = [memory_op("a", "norm", "bwd_input", 1, 0)]
+        >>> [(op.name, op.bytes_accessed) for op in with_fp32_grad_accumulation(ops, {0: [10]})]
+        [('a', 1.0), ('fp32_grad_accumulation', 180.0)]
+    """
+    elements = sum(sum(sizes) for sizes in tensors.values())
+    if not ops or not elements:
+        return list(ops)
+    size = elements * FP32_GRAD_ACCUMULATION_BYTES
+    layer = ops[-1].layer
+    return [*ops, memory_op("fp32_grad_accumulation", "elementwise", "bwd_weight", size, layer)]
 
 
 def gathers_in_forward(spec: ExperimentSpec) -> bool:
@@ -626,9 +662,10 @@ class _StepAssembler:
         # ZeRO-3 under FSDP reduce-scatters each unit (layer) as its backward ends.
         per_unit = self.zero_stage == 3 and sharding.reduce_scatter_granularity == "per_unit"
         bucket = 1 if per_unit else p.grad_bucket_size_bytes
+        all_reduces = self.zero_stage == 0 or uses_bf16_optimizer(self.spec)
         grads = _GradientReducer(
             rb,
-            self.zero_stage,
+            all_reduces,
             bucket,
             overlap_replica=p.overlap_replica_grad_reduce is not False,
             shares_gather_communicator=not sharding.separate_reduce_scatter_group,
@@ -636,7 +673,7 @@ class _StepAssembler:
         # Routed experts are replicated only over the expert-data-parallel group.
         experts = _GradientReducer(
             rb,
-            self.zero_stage,
+            all_reduces,
             bucket,
             overlap_replica=p.overlap_replica_grad_reduce is not False,
             expert=True,
@@ -788,13 +825,14 @@ class _GradientReducer:
 
     One reducer serves the dense parameters (the data-parallel group), another the routed
     experts (``expert``: the expert-data-parallel group, edp ranks).
-    ZeRO 0 all-reduces each bucket over the data-parallel group. ZeRO >= 1 reduce-scatters
-    it over the shard group and, under hybrid sharding, all-reduces the shard across the
-    shard groups; updated parameters are all-gathered over the shard group.
+    ZeRO 0 (and DeepSpeed's BF16_Optimizer, which shards only the optimizer states) all-reduces
+    each bucket over the data-parallel group (``all_reduces``). ZeRO >= 1 reduce-scatters it
+    over the shard group and, under hybrid sharding, all-reduces the shard across the shard
+    groups; updated parameters are all-gathered over the shard group.
     """
 
     rb: _RankBuilder
-    zero_stage: int
+    all_reduces: bool
     bucket_size_bytes: float
     overlap_replica: bool = True
     expert: bool = False
@@ -832,7 +870,7 @@ class _GradientReducer:
         size, self.pending_bytes = self.pending_bytes, 0.0
         if size <= 0 or len(self.group) == 1:
             return
-        if self.zero_stage == 0:
+        if self.all_reduces:
             self.tasks.append(self._collective("grad_all_reduce", "all_reduce", size, after))
             return
         last = after

@@ -294,8 +294,10 @@ class FrameworkProfile(Spec):
     zero_stages: tuple[Literal[0, 1, 2, 3], ...]
     """ZeRO stages (sharded data parallelism) the stack implements."""
     bf16_optimizer_shards_states: bool
-    """With bf16 and no ZeRO, the stack's optimizer still shards its fp32 states over the
-    data-parallel group like ZeRO-1 (DeepSpeed's BF16_Optimizer)."""
+    """With bf16 and no ZeRO (or ZeRO-1 under its pipeline engine), the stack trains with
+    DeepSpeed's BF16_Optimizer: fp32 states sharded over the data-parallel group like ZeRO-1,
+    every microbatch's gradients added into full-size fp32 copies, which are all-reduced
+    after the backward (:func:`simtrain.specs.framework_resolve.uses_bf16_optimizer`)."""
     pipeline_schedules: tuple[str, ...]
     """Pipeline schedules the stack implements (checked when pp > 1)."""
     tp_comm_overlaps: tuple[Literal["none", "wgrad", "gemm"], ...]

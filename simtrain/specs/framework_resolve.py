@@ -50,6 +50,16 @@ def _fill(section: Any, defaults: dict[str, Any]) -> Any:
     return section  # field validation reports the real problem
 
 
+def _bf16_optimizer(profile: FrameworkProfile, dtype: Any, zero_stage: Any, pp: Any) -> bool:
+    """Whether the stack runs DeepSpeed's BF16_Optimizer (see :func:`uses_bf16_optimizer`)."""
+    if not profile.bf16_optimizer_shards_states or dtype != "bf16":
+        return False
+    try:
+        return int(zero_stage) == 0 or (int(zero_stage) == 1 and int(pp) > 1)
+    except (TypeError, ValueError, OverflowError):
+        return False  # field validation reports the real problem
+
+
 def resolve_framework_defaults(data: dict[str, Any]) -> dict[str, Any]:
     """Return ``data`` with the framework-dependent switches filled in.
 
@@ -71,11 +81,15 @@ def resolve_framework_defaults(data: dict[str, Any]) -> dict[str, Any]:
     # with overlap_comm, which defaults to on for stage 3).
     overlap = profile.overlaps.dp_grad_reduce or zero_stage == 3
     resolved = dict(data)
+    # BF16_Optimizer reduces the fp32 gradients it accumulates (uses_bf16_optimizer)
+    bf16_optimizer = _bf16_optimizer(
+        profile, _get(training, "dtype", "bf16"), zero_stage, _get(parallel, "pp", 1)
+    )
     resolved["training"] = _fill(
         training,
         {
             "attention_kernel": profile.attention_kernel,
-            "grad_reduce_dtype": profile.grad_reduce_dtype,
+            "grad_reduce_dtype": "fp32" if bf16_optimizer else profile.grad_reduce_dtype,
             "execution_mode": profile.execution_mode,
         },
     )
@@ -171,11 +185,34 @@ def framework_problems(spec: ExperimentSpec) -> list[str]:
     return problems
 
 
+def uses_bf16_optimizer(spec: ExperimentSpec) -> bool:
+    """Whether the stack trains with DeepSpeed's BF16_Optimizer.
+
+    DeepSpeed picks it for bf16 without ZeRO, and its pipeline engine reduces bf16 gradients
+    only through it, so a pipelined bf16 run under ZeRO-1 uses it too (profile field
+    ``bf16_optimizer_shards_states``; docs/references/frameworks.md §DeepSpeed BF16 optimizer
+    and pipeline engine). It keeps fp32 master weights and optimizer states sharded over the
+    data-parallel group (as ZeRO-1), accumulates every microbatch's bf16 gradients into a
+    full-size fp32 copy, all-reduces that copy after the backward and all-gathers the updated
+    16-bit parameters after the step.
+
+    Examples:
+        >>> from simtrain.specs.loader import load_experiment
+        >>> spec = load_experiment("experiments/quickstart.yaml",
+        ...     ["training.framework=deepspeed", "parallel.zero_stage=0"])
+        >>> uses_bf16_optimizer(spec), spec.training.grad_reduce_dtype
+        (True, 'fp32')
+    """
+    profile = _profile(spec.training.framework)
+    p = spec.parallel
+    return profile is not None and _bf16_optimizer(profile, spec.training.dtype, p.zero_stage, p.pp)
+
+
 def effective_zero_stage(spec: ExperimentSpec) -> int:
     """The ZeRO stage the stack really runs.
 
     DeepSpeed's BF16_Optimizer shards the fp32 optimizer states like ZeRO-1 when bf16 runs
-    without ZeRO.
+    without ZeRO (:func:`uses_bf16_optimizer`).
 
     Examples:
         >>> from simtrain.specs.loader import load_experiment
@@ -184,13 +221,8 @@ def effective_zero_stage(spec: ExperimentSpec) -> int:
         >>> effective_zero_stage(spec)
         1
     """
-    from simtrain.catalog.frameworks import get_framework
-
     stage = spec.parallel.zero_stage
-    profile = get_framework(spec.training.framework)
-    if stage == 0 and profile.bf16_optimizer_shards_states and spec.training.dtype == "bf16":
-        return 1
-    return stage
+    return 1 if stage == 0 and uses_bf16_optimizer(spec) else stage
 
 
 def compiles_loss(spec: ExperimentSpec) -> bool:

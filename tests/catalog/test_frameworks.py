@@ -5,12 +5,15 @@ import re
 
 import pytest
 
+from simtrain.api import simulate
 from simtrain.catalog.frameworks import framework_names, get_framework
 from simtrain.cli.app import run_app
 from simtrain.errors import SpecError
 from simtrain.memory import estimate_memory
 from simtrain.parallel.builder import build_program
 from simtrain.specs.framework import DEFAULT_FRAMEWORK, profile_field_names
+from simtrain.specs.framework_resolve import uses_bf16_optimizer
+from simtrain.workload.counts import count_parameters
 from tests.conftest import ROOT, make_experiment
 
 QUICKSTART = str(ROOT / "experiments" / "quickstart.yaml")
@@ -162,6 +165,61 @@ def test_deepspeed_bf16_optimizer_shards_states_without_zero():
     ds = estimate_memory(make_experiment(*common, "training.framework=deepspeed"), 80e9)
     assert ds.optimizer_bytes == pytest.approx(plain.optimizer_bytes / 16)
     assert ds.weights_bytes == plain.weights_bytes
+
+
+BF16_OPTIMIZER = ["training.framework=deepspeed", "training.dtype=bf16"]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (["parallel.zero_stage=0"], True),  # bf16 without ZeRO
+        (["parallel.zero_stage=1", "parallel.pp=2", "parallel.global_batch_size=8"], True),
+        (["parallel.zero_stage=1"], False),  # ZeRO-1's own optimizer without a pipeline
+        (["parallel.zero_stage=0", "training.dtype=fp16"], False),  # FP16_Optimizer
+        (["parallel.zero_stage=0", "training.framework=megatron-core"], False),
+    ],
+)
+def test_bf16_optimizer_is_deepspeeds_bf16_without_zero_or_with_a_pipeline(overrides, expected):
+    spec = make_experiment(*BF16_OPTIMIZER, *overrides)
+    assert uses_bf16_optimizer(spec) is expected
+    profile_default = get_framework(spec.training.framework).grad_reduce_dtype
+    assert spec.training.grad_reduce_dtype == ("fp32" if expected else profile_default)
+
+
+def _grad_accumulations(program):
+    return [op for t in program.tasks if t.rank == 0 for op in t.ops
+            if op.name == "fp32_grad_accumulation"]  # fmt: skip
+
+
+def test_bf16_optimizer_accumulates_fp32_gradients_every_microbatch_and_all_reduces_them():
+    """Per microbatch, 18 bytes per local weight (update_hp_grads); after the backward, one
+    fp32 all-reduce of every local weight over the data-parallel group (its conservation:
+    the bucket sizes add up to 4 bytes per weight); fp16 does neither."""
+    spec = make_experiment(*BF16_OPTIMIZER, "parallel.zero_stage=0")
+    program = build_program(spec)
+    reductions = [t for t in program.tasks if t.rank == 0 and t.category == "dp_comm"]
+    assert {op.comm for t in reductions for op in t.ops} == {"all_reduce", "all_gather"}
+    reduced = sum(op.comm_bytes for t in reductions for op in t.ops if op.comm == "all_reduce")
+    elements = reduced / 4  # the weights the reducer holds (norm weights aside)
+    assert elements == pytest.approx(count_parameters(spec.model).total, rel=0.01)
+    accumulations = _grad_accumulations(program)
+    assert len(accumulations) == spec.parallel.num_microbatches
+    assert all(op.bytes_accessed == pytest.approx(18 * elements) for op in accumulations)
+    fp16 = build_program(make_experiment(*BF16_OPTIMIZER, "parallel.zero_stage=0",
+                                         "training.dtype=fp16"))  # fmt: skip
+    assert not _grad_accumulations(fp16)
+    slower = simulate(spec).step_time_s
+    assert slower > simulate(make_experiment(*BF16_OPTIMIZER, "parallel.zero_stage=1")).step_time_s
+
+
+def test_bf16_optimizer_keeps_full_fp32_gradients_in_memory():
+    spec = make_experiment(*BF16_OPTIMIZER, "parallel.zero_stage=0")
+    breakdown = estimate_memory(spec, 80e9).breakdown_bytes
+    elements = count_parameters(spec.model).total
+    assert breakdown["gradients.unsharded_accumulation"] == pytest.approx(4 * elements)
+    zero1 = estimate_memory(make_experiment(*BF16_OPTIMIZER, "parallel.zero_stage=1"), 80e9)
+    assert "gradients.unsharded_accumulation" not in zero1.breakdown_bytes
 
 
 def test_list_frameworks_shows_every_profile_and_its_sources(capsys):
