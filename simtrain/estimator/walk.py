@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from simtrain.engine.host import readiness
 from simtrain.parallel.segments import SegmentPlan
@@ -200,6 +200,46 @@ class SegmentTimes:
                 ]
             )
         return SegmentTimes(compute, self.host_s, contended, self.num_ops, ready)
+
+
+class OpTimes:
+    """A compute model's times of single ops, worked out once per op object.
+
+    A search's plans share their ops (each layer's are built once, and the samples and
+    whole chunks of one source reuse them), and the model times a task as the sum of its
+    ops' times (``ComputeModel.task_time_s``, ``host_time_s``). Summing these per-op times
+    in the task's order gives the model's floats without building each op's shape key
+    again for every task holding it (:meth:`SegmentTimes.of` asks for every task).
+    """
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self._ops: dict[int, tuple[Op, float, float, float]] = {}
+
+    def _of(self, op: Op) -> tuple[Op, float, float, float]:
+        """(op, device, contended device, host seconds) of one op, cached by identity."""
+        found = self._ops.get(id(op))
+        if found is None or found[0] is not op:  # the op is kept: its id stays its own
+            one, model = (op,), self.model
+            found = self._ops[id(op)] = (
+                op,
+                model.task_time_s(one),
+                model.task_time_s(one, contended=True),
+                model.host_time_s(one),
+            )
+        return found
+
+    def device_s(self, ops: tuple[Op, ...]) -> float:
+        """``model.task_time_s(ops)``."""
+        return sum([self._of(op)[1] for op in ops])
+
+    def contended_s(self, ops: tuple[Op, ...]) -> float:
+        """``model.task_time_s(ops, contended=True)``."""
+        return sum([self._of(op)[2] for op in ops])
+
+    def host_s(self, ops: tuple[Op, ...]) -> float:
+        """``model.host_time_s(ops)``."""
+        return sum([self._of(op)[3] for op in ops])
 
 
 _IDLE = (0.0, NO_HOST)
