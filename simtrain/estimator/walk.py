@@ -192,10 +192,10 @@ class SegmentTimes:
         if contended is not None:
             contended = tuple([seconds * pace for seconds in contended])
         ready = None
-        if self.host_s is not None:
+        if self.host_s is not None:  # 0 for a collective (no host or device time of its own)
             ready = tuple(
                 [
-                    readiness(h, d, n)
+                    readiness(h, d, n) if h or d else 0.0
                     for h, d, n in zip(self.host_s, compute, self.num_ops, strict=True)
                 ]
             )
@@ -229,17 +229,28 @@ class OpTimes:
             )
         return found
 
+    def _sum(self, ops: tuple[Op, ...], which: int) -> float:
+        """The sum of field ``which`` of the ops' :meth:`_of`, in their order (as ``sum``)."""
+        known = self._ops
+        total = 0.0
+        for op in ops:
+            found = known.get(id(op))
+            if found is None or found[0] is not op:
+                found = self._of(op)
+            total += found[which]
+        return total
+
     def device_s(self, ops: tuple[Op, ...]) -> float:
         """``model.task_time_s(ops)``."""
-        return sum([self._of(op)[1] for op in ops])
+        return self._sum(ops, 1)
 
     def contended_s(self, ops: tuple[Op, ...]) -> float:
         """``model.task_time_s(ops, contended=True)``."""
-        return sum([self._of(op)[2] for op in ops])
+        return self._sum(ops, 2)
 
     def host_s(self, ops: tuple[Op, ...]) -> float:
         """``model.host_time_s(ops)``."""
-        return sum([self._of(op)[3] for op in ops])
+        return self._sum(ops, 3)
 
 
 _IDLE = (0.0, NO_HOST)
