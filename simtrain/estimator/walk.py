@@ -395,10 +395,11 @@ def walk(
                 # the overlap when the host is never late (a), and when it sets the pace (b)
                 # compute starts never move back: collectives over by now stay over
                 flights = [f for f in flights if f[1] > start_a or f[3] > start_b]
-                owed_a, owed_b = _owed(flights, start_a, end_a, start_b, end_b, sigma)
-                end_a += owed_a
-                if start_b > NO_HOST / 2:
-                    end_b += owed_b
+                if flights:  # else nothing is owed
+                    owed_a, owed_b = _owed(flights, start_a, end_a, start_b, end_b, sigma)
+                    end_a += owed_a
+                    if start_b > NO_HOST / 2:
+                        end_b += owed_b
         elif contention:
             contended_total += contended_s[position]  # type: ignore[index]
         if seg.layers:
