@@ -461,7 +461,12 @@ def chain_steps(
         host_free[r] = start + (c if c > (b if b > a else a) else (b if b > a else a))
         for flow, ready, synced_inside in out:
             j = sends[i] if flow == 0 else sends2[i]
-            t = max(_at(ready, start, x, y), pp_free[r] + p2p_s[flow])
+            a, b, c = ready  # _at(ready, start, x, y), inlined as above
+            b, c = x + b, y + c
+            t = start + (c if c > (b if b > a else a) else (b if b > a else a))
+            queued = pp_free[r] + p2p_s[flow]
+            if queued > t:
+                t = queued
             pp_free[r] = arrival[j] = t
             if blocking_sends and t > compute_free[r]:
                 compute_free[r] = t

@@ -29,7 +29,8 @@ class Context:
         chunks: the model chunks.
         slots: slot -> (compute end, tail end, transfer time, timing) of its actions.
         grads: (rank's owning slots, ZeRO stage, bucket bytes) -> its gradient reduction.
-        signatures: (rank, chunk) -> (models key, groups by axis) of the chunk on the rank.
+        signatures: (rank, chunk) -> (models key, groups by axis, collective seconds) of the
+            chunk on the rank (``Estimator._signature``).
         reductions: (gradient key, reducing action, next action, bytes pending) -> its
             buckets (``Estimator._reduction``).
         tables: schedule shape key -> its slots' rows and per-rank busy and waited sums

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from simtrain.catalog.frameworks import get_framework
-from simtrain.engine.host import collective_issue_s, issue_profile
+from simtrain.engine.host import collective_issue_s
 from simtrain.engine.variability import median_slowest_factor
 from simtrain.errors import SpecError
 from simtrain.estimator.bound import bound_lines, walked_bound
@@ -55,7 +55,7 @@ from simtrain.estimator.pairs import (
 )
 from simtrain.estimator.pipeline import PairSlot, ScheduleShape, Slot, schedule_shape
 from simtrain.estimator.setup import Context, Paced, Setup, issues_from_host
-from simtrain.estimator.walk import ActionTiming, SegmentTimes, walk
+from simtrain.estimator.walk import ActionTiming, OpTimes, SegmentTimes, walk
 from simtrain.parallel.builder import (
     EP_HOPS,
     SHARD_AXIS,
@@ -119,6 +119,10 @@ class StepEstimate:
         return self.bubble_s / self.step_time_s if self.step_time_s > 0 else 0.0
 
 
+Signature = tuple[int, dict[str, tuple[int, ...]], dict[tuple[str, str, float], float]]
+"""(models key, groups by axis, seconds by collective) of a chunk on a rank
+(:meth:`Estimator._signature`)."""
+
 _UNKNOWN = object()
 """Not in a cache whose values may be None."""
 
@@ -179,10 +183,12 @@ class Estimator(GradientReduction):
     _paced_times: dict[tuple[int, int], tuple[SegmentPlan, SegmentTimes]] = field(
         default_factory=dict
     )
+    _op_times: dict[int, OpTimes] = field(default_factory=dict)
     _comm_s: dict[tuple[Any, ...], float] = field(default_factory=dict)
     _chains: dict[tuple[Any, ...], Any] = field(default_factory=dict)
     _orders: dict[tuple[int, int], Any] = field(default_factory=dict)
     _signatures: dict[tuple[Any, ...], Any] = field(default_factory=dict)
+    _models_ids: dict[tuple[int, tuple[float, ...]], int] = field(default_factory=dict)
     _dumps: dict[int, tuple[Any, str]] = field(default_factory=dict)
     _contexts: dict[tuple[Any, ...], Context] = field(default_factory=dict)
     _bounds: dict[tuple[Any, ...], tuple[tuple[float, float], ...]] = field(default_factory=dict)
@@ -519,7 +525,7 @@ class Estimator(GradientReduction):
         p2p = (self._p2p_s(setup, f), self._p2p_s(setup, b))
         hooks = (b.owns_grads or (setup.every_mb and b.computes_grads)) and setup.hooks[b.rank]
         receives = b.chunk < len(chunks) - 1
-        (models_f, groups_f), (models_b, groups_b) = (
+        (models_f, groups_f, durations_f), (models_b, groups_b, durations_b) = (
             self._rank_signature(setup, s.rank, s.chunk, chunks[s.chunk]) for s in (f, b)
         )
         cf, cb = chunks[f.chunk], chunks[b.chunk]
@@ -529,10 +535,14 @@ class Estimator(GradientReduction):
         timing = self._timings.get(key)
         if timing is None:
             groups = {**groups_f, **groups_b}
+            durations = {**durations_f, **durations_b}  # one rank: equal where both hold one
             network = setup.network
 
             def comm_s(op: Op) -> float:
-                return self._collective_s(network, op.comm, groups[op.axis], op.comm_bytes)
+                seconds = durations.get((op.axis, op.comm, op.comm_bytes))
+                if seconds is None:  # not among the probes' collectives
+                    seconds = self._collective_s(network, op.comm, groups[op.axis], op.comm_bytes)
+                return seconds
 
             def walked(f_layers: int, b_layers: int) -> PairTiming:
                 plans = (
@@ -570,10 +580,8 @@ class Estimator(GradientReduction):
             self._timings[key] = timing
         return (*pair_row(timing, p2p), timing)
 
-    def _rank_signature(
-        self, setup: Setup, rank: int, index: int, chunk: Chunk
-    ) -> tuple[tuple[Any, ...], dict[str, tuple[int, ...]]]:
-        """(models key, groups by axis) of chunk ``index`` on pipeline rank ``rank``, cached."""
+    def _rank_signature(self, setup: Setup, rank: int, index: int, chunk: Chunk) -> Signature:
+        """:meth:`_signature` of chunk ``index`` on pipeline rank ``rank``, cached."""
         found = setup.context.signatures.get((rank, index))
         if found is None:
             found = setup.context.signatures[(rank, index)] = self._signature(
@@ -615,7 +623,7 @@ class Estimator(GradientReduction):
         chunk = chunks[slot.chunk]
         reduces = slot.owns_grads or (setup.every_mb and slot.computes_grads)
         hooks = reduces and setup.hooks[slot.rank]
-        models, groups = self._rank_signature(setup, slot.rank, slot.chunk, chunk)
+        models, groups, durations = self._rank_signature(setup, slot.rank, slot.chunk, chunk)
         body = slot.body
         if body == "first_forward":
             body = chunk.source.body(body, chunk.probe)
@@ -628,7 +636,10 @@ class Estimator(GradientReduction):
         compute, network = setup.compute, setup.network
 
         def comm_s(op: Op) -> float:
-            return self._collective_s(network, op.comm, groups[op.axis], op.comm_bytes)
+            seconds = durations.get((op.axis, op.comm, op.comm_bytes))
+            if seconds is None:  # not among the probe's collectives
+                seconds = self._collective_s(network, op.comm, groups[op.axis], op.comm_bytes)
+            return seconds
 
         def walked(
             plan: SegmentPlan,
@@ -676,10 +687,14 @@ class Estimator(GradientReduction):
             found = self._layer_orders[key] = (plan, tuple(order))
         return found[1]
 
-    def _signature(
-        self, setup: Setup, rank: int, chunk: Chunk
-    ) -> tuple[tuple[Any, ...], dict[str, tuple[int, ...]]]:
-        """(models key, groups by axis) of a chunk on a rank: what its timing depends on."""
+    def _signature(self, setup: Setup, rank: int, chunk: Chunk) -> Signature:
+        """(models key, groups by axis, collective seconds) of a chunk on a rank.
+
+        The models key stands for what the chunk's timing depends on besides its ops: the
+        compute model and the seconds of each of its collectives on the rank's groups (a
+        small number, one per distinct pair: cache keys holding it hash an int, not the
+        seconds). The collective seconds are by (axis, kind, size), as the walks ask.
+        """
         p = setup.spec.parallel
         probe = chunk.probe
         key = (id(setup.network), id(setup.layout), rank, p.zero_shard_group_size,
@@ -694,8 +709,11 @@ class Estimator(GradientReduction):
                 self._collective_s(setup.network, kind, groups[axis], size)
                 for axis, kind, size in keys
             )
-            found = self._signatures[key] = (signature, groups)
-        return (id(setup.compute), found[0]), found[1]
+            durations = dict(zip(keys, signature, strict=True))
+            found = self._signatures[key] = (signature, groups, durations)
+        signature, groups, durations = found
+        models = self._models_ids.setdefault((id(setup.compute), signature), len(self._models_ids))
+        return models, groups, durations
 
     # --- models, layouts, chunks ------------------------------------------------------
 
@@ -858,16 +876,17 @@ class Estimator(GradientReduction):
         base_key = (id(plan), id(model))
         base = self._plan_times.get(base_key)
         if base is None or base[0] is not plan:
+            ops = self._op_times.get(id(model))
+            if ops is None or ops.model is not model:
+                ops = self._op_times[id(model)] = OpTimes(model)
             base = self._plan_times[base_key] = (
                 plan,
                 SegmentTimes.of(
                     plan,
-                    model.task_time_s,
-                    (lambda ops: issue_profile(ops, model)) if setup.host else None,
+                    ops.device_s,
+                    ops.profile if setup.host else None,
                     setup.per_collective_s,
-                    (lambda ops: model.task_time_s(ops, contended=True))
-                    if setup.contended
-                    else None,
+                    ops.contended_s if setup.contended else None,
                 ),
             )
         times = base[1]

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from simtrain.engine.host import IssueProfile, op_readiness
 from simtrain.parallel.segments import SegmentPlan
@@ -199,7 +199,7 @@ class SegmentTimes:
         if contended is not None:
             contended = tuple([seconds * pace for seconds in contended])
         ready = None
-        if self.host_s is not None:
+        if self.host_s is not None:  # 0 for a collective (no host or device time of its own)
             ready = tuple(
                 [
                     0.0 if profile is None else op_readiness(profile, d)
@@ -207,6 +207,70 @@ class SegmentTimes:
                 ]
             )
         return SegmentTimes(compute, self.host_s, contended, self.profiles, ready)
+
+
+class OpTimes:
+    """A compute model's times of single ops, worked out once per op object.
+
+    A search's plans share their ops (each layer's are built once, and the samples and
+    whole chunks of one source reuse them), and the model times a task as the sum of its
+    ops' times (``ComputeModel.task_time_s``, ``host_time_s``). Summing these per-op times
+    in the task's order gives the model's floats without building each op's shape key
+    again for every task holding it (:meth:`SegmentTimes.of` asks for every task).
+    """
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self._ops: dict[int, tuple[Op, float, float, float]] = {}
+
+    def _of(self, op: Op) -> tuple[Op, float, float, float]:
+        """(op, device, contended device, host seconds) of one op, cached by identity."""
+        found = self._ops.get(id(op))
+        if found is None or found[0] is not op:  # the op is kept: its id stays its own
+            one, model = (op,), self.model
+            found = self._ops[id(op)] = (
+                op,
+                model.task_time_s(one),
+                model.task_time_s(one, contended=True),
+                model.host_time_s(one),
+            )
+        return found
+
+    def _sum(self, ops: tuple[Op, ...], which: int) -> float:
+        """The sum of field ``which`` of the ops' :meth:`_of`, in their order (as ``sum``)."""
+        known = self._ops
+        total = 0.0
+        for op in ops:
+            found = known.get(id(op))
+            if found is None or found[0] is not op:
+                found = self._of(op)
+            total += found[which]
+        return total
+
+    def device_s(self, ops: tuple[Op, ...]) -> float:
+        """``model.task_time_s(ops)``."""
+        return self._sum(ops, 1)
+
+    def contended_s(self, ops: tuple[Op, ...]) -> float:
+        """``model.task_time_s(ops, contended=True)``."""
+        return self._sum(ops, 2)
+
+    def host_s(self, ops: tuple[Op, ...]) -> float:
+        """``model.host_time_s(ops)``."""
+        return self._sum(ops, 3)
+
+    def profile(self, ops: tuple[Op, ...]) -> IssueProfile:
+        """``issue_profile(ops, model)``, from the cached per-op times (the same floats)."""
+        times = [self._of(op) for op in ops]
+        total = sum(found[1] for found in times) or 1.0
+        issued, before = [], []
+        host = device = 0.0
+        for _, seconds, _, issue in times:
+            host += issue
+            issued.append(host)
+            before.append(device / total)
+            device += seconds
+        return tuple(issued), tuple(before)
 
 
 _IDLE = (0.0, NO_HOST)
@@ -351,10 +415,11 @@ def walk(
                 # the overlap when the host is never late (a), and when it sets the pace (b)
                 # compute starts never move back: collectives over by now stay over
                 flights = [f for f in flights if f[1] > start_a or f[3] > start_b]
-                owed_a, owed_b = _owed(flights, start_a, end_a, start_b, end_b, sigma)
-                end_a += owed_a
-                if start_b > NO_HOST / 2:
-                    end_b += owed_b
+                if flights:  # else nothing is owed
+                    owed_a, owed_b = _owed(flights, start_a, end_a, start_b, end_b, sigma)
+                    end_a += owed_a
+                    if start_b > NO_HOST / 2:
+                        end_b += owed_b
         elif contention:
             contended_total += contended_s[position]  # type: ignore[index]
         if seg.layers:

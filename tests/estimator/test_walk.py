@@ -9,8 +9,13 @@ from __future__ import annotations
 
 import pytest
 
-from simtrain.estimator.walk import SegmentTimes, walk
-from simtrain.parallel.segments import Segment, SegmentPlan
+from simtrain.api import compute_model_for
+from simtrain.engine.host import issue_profile
+from simtrain.estimator.chunks import BODIES
+from simtrain.estimator.walk import OpTimes, SegmentTimes, walk
+from simtrain.parallel.builder import chunk_ops, make_shard
+from simtrain.parallel.segments import Segment, SegmentPlan, segment_ops
+from simtrain.specs.loader import load_experiment
 
 # three compute tasks: layer 0, then two of layer 1; slowdowns 1, 1 and 0.5
 PLAN = SegmentPlan(
@@ -44,3 +49,26 @@ def test_collectives_in_flight_at_the_start_slow_the_first_tasks():
     # the first task (1 s, slowdown 1) is charged 0.5 s by each: by the first at its start,
     # by the second from the second's start (the engine's debt, paid at the task's end)
     assert timing.compute_end_s == pytest.approx(6.0)
+
+
+@pytest.mark.parametrize("body", BODIES)
+def test_op_times_sum_to_the_models_task_and_host_times_exactly(body):
+    """A plan's times from cached per-op times are the model's own floats (issue 17)."""
+    spec = load_experiment("experiments/quickstart.yaml")
+    model = compute_model_for(spec)
+    assert model.calibration.collective_sms  # contended times differ from the plain ones
+    ops = chunk_ops(spec, make_shard(spec), range(0, 2), True, True)
+    plan = segment_ops(getattr(ops, body), True)
+    cached = OpTimes(model)
+    by_ops = SegmentTimes.of(plan, cached.device_s, cached.profile, 1e-5, cached.contended_s)
+    again = SegmentTimes.of(plan, cached.device_s, cached.profile, 1e-5, cached.contended_s)
+    direct = SegmentTimes.of(
+        plan,
+        model.task_time_s,
+        lambda run: issue_profile(run, model),
+        1e-5,
+        lambda run: model.task_time_s(run, contended=True),
+    )
+    assert by_ops == again == direct
+    assert by_ops.contended_s != by_ops.compute_s
+    assert all(cached.host_s(seg.ops) == model.host_time_s(seg.ops) for seg in plan.segments)
