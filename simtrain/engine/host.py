@@ -146,9 +146,10 @@ def host_plan(
                     launches[dep] += 1
     sync = sync_on_p2p and any(is_p2p)
     profiles: dict[int, IssueProfile] = {}  # per distinct ops tuple (shared by builders)
+    ready: dict[tuple[int, float], tuple[float, float]] = {}  # (issue, lead) per ops, duration
     for rank in program.simulated_ranks:
         before = len(plan.order)
-        _plan_rank(plan, tasks, durations_s, compute, sync, is_p2p, launches, profiles,
+        _plan_rank(plan, tasks, durations_s, compute, sync, is_p2p, launches, profiles, ready,
                    per_rank[rank])  # fmt: skip
         plan.spans.append((rank, len(plan.order) - before))
     return plan
@@ -163,6 +164,7 @@ def _plan_rank(
     is_p2p: list[bool],
     launches: dict[int, int],
     profiles: dict[int, IssueProfile],
+    ready: dict[tuple[int, float], tuple[float, float]],
     indices: list[int],
 ) -> None:
     per_collective_s = collective_issue_s(compute)
@@ -178,11 +180,14 @@ def _plan_rank(
                 sends.append(index)  # this rank's own send (replays also list recv copies)
             continue
         ops = task.ops
-        profile = profiles.get(id(ops))
-        if profile is None:
-            profile = profiles[id(ops)] = issue_profile(ops, compute)
-        h = profile[0][-1] if ops else 0.0
-        r = op_readiness(profile, durations_s[index])
+        d = durations_s[index]
+        found = ready.get((id(ops), d))
+        if found is None:
+            profile = profiles.get(id(ops))
+            if profile is None:
+                profile = profiles[id(ops)] = issue_profile(ops, compute)
+            found = ready[(id(ops), d)] = (profile[0][-1] if ops else 0.0, op_readiness(profile, d))
+        h, r = found
         if index in launches:  # issued after the task's ops: they do not delay its start
             h += launches[index] * per_collective_s
         if task.category == "optimizer":
