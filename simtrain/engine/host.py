@@ -56,12 +56,16 @@ time taken by ops ``0..i-1``, for every op ``i``."""
 
 def issue_profile(ops: Sequence[Op], compute: ComputeModel) -> IssueProfile:
     """How the host's issue of ``ops`` and the device's work on them advance, op by op."""
-    device_s = [compute.op_time_s(op) for op in ops]
-    total = sum(device_s) or 1.0
+    return profile_of([(compute.op_time_s(op), compute.host_time_s((op,))) for op in ops])
+
+
+def profile_of(times: Sequence[tuple[float, float]]) -> IssueProfile:
+    """The issue profile of a run of ops from each op's (device, host) seconds, in order."""
+    total = sum(device for device, _ in times) or 1.0
     issued, before = [], []
     host = device = 0.0
-    for op, seconds in zip(ops, device_s, strict=True):
-        host += compute.host_time_s((op,))
+    for seconds, issue in times:
+        host += issue
         issued.append(host)
         before.append(device / total)
         device += seconds

@@ -44,7 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from simtrain.engine.host import IssueProfile, op_readiness
+from simtrain.engine.host import IssueProfile, op_readiness, profile_of
 from simtrain.parallel.segments import SegmentPlan
 from simtrain.workload.ops import Op
 
@@ -261,16 +261,7 @@ class OpTimes:
 
     def profile(self, ops: tuple[Op, ...]) -> IssueProfile:
         """``issue_profile(ops, model)``, from the cached per-op times (the same floats)."""
-        times = [self._of(op) for op in ops]
-        total = sum(found[1] for found in times) or 1.0
-        issued, before = [], []
-        host = device = 0.0
-        for _, seconds, _, issue in times:
-            host += issue
-            issued.append(host)
-            before.append(device / total)
-            device += seconds
-        return tuple(issued), tuple(before)
+        return profile_of([(found[1], found[3]) for found in map(self._of, ops)])
 
 
 _IDLE = (0.0, NO_HOST)
