@@ -150,6 +150,24 @@ def test_fp8_agrees():
     check("fp8", errors(fp8))
 
 
+@pytest.mark.parametrize(
+    "overrides",
+    [["parallel.zero_stage=0"], ["parallel.zero_stage=1", "parallel.pp=4", "parallel.tp=2"],
+     ["parallel.zero_stage=0", "parallel.pp=2", "cluster.accelerator=A100-80GB"]],
+)  # fmt: skip
+def test_deepspeed_bf16_optimizer_agrees(overrides):
+    """Its per-microbatch fp32 accumulation and fp32 all-reduce, estimated as simulated."""
+    data = experiment_dict(
+        {**GPT_TINY, "num_layers": 8},
+        parallel={"global_batch_size": 64},
+        cluster={"num_gpus": 32, "gpus_per_node": 8},
+        training={"framework": "deepspeed", "dtype": "bf16"},
+    )
+    spec = experiment_from_dict(apply_overrides(data, overrides))
+    assert spec.training.grad_reduce_dtype == "fp32"  # BF16_Optimizer is on
+    check("bf16 optimizer", errors([spec]))
+
+
 @pytest.mark.parametrize("framework", ["torchtitan", "nemo"])
 def test_tp_comm_gemm_agrees(framework):
     # torchtitan's async TP (copy-engine pulls that slow no compute, shard copies, sums of

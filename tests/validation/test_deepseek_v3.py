@@ -16,6 +16,7 @@ def test_the_experiment_is_the_published_layout():
     spec = load_experiment(CASE)
     p = spec.parallel
     assert (p.pp, p.ep, p.dp, p.tp, p.zero_stage) == (16, 64, 128, 1, 1)
+    assert p.global_batch_size == 15360  # §4.2: the batch after the first 469B tokens
     assert p.pipeline_schedule == "dualpipe" and p.overlap_ep_comm
     assert p.moe_dispatcher == "deepep" and spec.training.dtype == "fp8"
     assert (spec.cluster.accelerator, spec.cluster.num_gpus) == ("H800", 2048)
