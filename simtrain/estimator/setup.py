@@ -18,7 +18,7 @@ from simtrain.estimator.walk import ActionTiming
 from simtrain.parallel.builder import SHARD_AXIS
 from simtrain.parallel.layout import RankLayout
 from simtrain.specs.experiment import ExperimentSpec
-from simtrain.specs.framework_resolve import uses_bf16_optimizer
+from simtrain.specs.framework_resolve import all_reduces_grads
 
 
 @dataclass
@@ -113,12 +113,8 @@ class Setup:
 
     @cached_property
     def all_reduces_grads(self) -> bool:
-        """Each gradient bucket is all-reduced over the data-parallel group (builder's rule).
-
-        So under ZeRO-0, and under DeepSpeed's BF16_Optimizer, which shards only the
-        optimizer states.
-        """
-        return self.zero_stage == 0 or uses_bf16_optimizer(self.spec)
+        """Each gradient bucket is all-reduced (:func:`all_reduces_grads`, the builder's rule)."""
+        return all_reduces_grads(self.spec)
 
     @cached_property
     def every_mb(self) -> bool:

@@ -35,6 +35,7 @@ from simtrain.parallel.stages import chunk_layers, recomputed_layers
 from simtrain.specs.experiment import ExperimentSpec
 from simtrain.specs.framework import GRAD_REDUCE_BYTES
 from simtrain.specs.framework_resolve import (
+    all_reduces_grads,
     compiles_loss,
     effective_zero_stage,
     uses_bf16_optimizer,
@@ -662,7 +663,7 @@ class _StepAssembler:
         # ZeRO-3 under FSDP reduce-scatters each unit (layer) as its backward ends.
         per_unit = self.zero_stage == 3 and sharding.reduce_scatter_granularity == "per_unit"
         bucket = 1 if per_unit else p.grad_bucket_size_bytes
-        all_reduces = self.zero_stage == 0 or uses_bf16_optimizer(self.spec)
+        all_reduces = all_reduces_grads(self.spec)
         grads = _GradientReducer(
             rb,
             all_reduces,

@@ -203,9 +203,20 @@ def uses_bf16_optimizer(spec: ExperimentSpec) -> bool:
         >>> uses_bf16_optimizer(spec), spec.training.grad_reduce_dtype
         (True, 'fp32')
     """
-    profile = _profile(spec.training.framework)
+    from simtrain.catalog.frameworks import get_framework
+
     p = spec.parallel
-    return profile is not None and _bf16_optimizer(profile, spec.training.dtype, p.zero_stage, p.pp)
+    profile = get_framework(spec.training.framework)
+    return _bf16_optimizer(profile, spec.training.dtype, p.zero_stage, p.pp)
+
+
+def all_reduces_grads(spec: ExperimentSpec) -> bool:
+    """Whether each gradient bucket is all-reduced over the data-parallel group.
+
+    So under ZeRO-0, and under DeepSpeed's BF16_Optimizer, which shards only the optimizer
+    states (:func:`uses_bf16_optimizer`); otherwise buckets are reduce-scattered.
+    """
+    return spec.parallel.zero_stage == 0 or uses_bf16_optimizer(spec)
 
 
 def effective_zero_stage(spec: ExperimentSpec) -> int:
